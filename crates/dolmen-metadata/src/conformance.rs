@@ -1,0 +1,270 @@
+//! Conformance tests for [`MetadataStore`](crate::MetadataStore) backends.
+//!
+//! Each function takes a fresh, empty store. Backends instantiate the whole suite with
+//! [`metadata_store_conformance!`](crate::metadata_store_conformance), passing an async
+//! expression that builds a fresh store (QW's `metastore_test_suite!` pattern).
+
+use std::sync::Arc;
+
+use dolmen_common::Interval;
+use dolmen_segment::{LoadSpec, Timeline};
+
+use crate::{
+    MetadataError, MetadataStore, NewSegment, PublishMode, PublishRequest, RunnerStatus, TaskFilter,
+    TaskLocation, TaskLockRecord, TaskRecord, TaskState, TaskStatusUpdate,
+};
+
+fn new_segment(interval: &str, path: &str) -> NewSegment {
+    NewSegment {
+        interval: Interval::parse(interval).unwrap(),
+        load_spec: LoadSpec::Local { path: path.into() },
+        dimensions: vec!["page".into()],
+        metrics: vec!["count".into()],
+        columns: vec![],
+        size: 100,
+        num_rows: 10,
+    }
+}
+
+/// Overwrite publishes number partitions 0..n with n core partitions; a higher version
+/// overshadows.
+pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
+    let out = store
+        .publish_segments(PublishRequest {
+            data_source: "ds".into(),
+            segments: vec![new_segment("2015-09-12/2015-09-13", "/a"), new_segment("2015-09-12/2015-09-13", "/b")],
+            mode: PublishMode::Overwrite { version: "v1".into() },
+            drop_existing: vec![],
+        })
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1].shard_spec.partition_num(), 1);
+    assert_eq!(out[1].shard_spec.core_partitions(), 2);
+    assert!(out[1].identifier.ends_with("_v1_1"));
+    store
+        .publish_segments(PublishRequest {
+            data_source: "ds".into(),
+            segments: vec![new_segment("2015-09-12/2015-09-13", "/c")],
+            mode: PublishMode::Overwrite { version: "v2".into() },
+            drop_existing: vec![],
+        })
+        .await
+        .unwrap();
+    let used = store.used_segments("ds", None).await.unwrap();
+    assert_eq!(used.len(), 3);
+    let tl = Timeline::build(used.into_iter().map(Arc::new));
+    assert_eq!(tl.visible_segments().len(), 1);
+    assert_eq!(tl.visible_segments()[0].version, "v2");
+    // Same version again is a conflict, and nothing of the failed request is visible.
+    let err = store
+        .publish_segments(PublishRequest {
+            data_source: "ds".into(),
+            segments: vec![new_segment("2015-09-13/2015-09-14", "/x"), new_segment("2015-09-12/2015-09-13", "/d")],
+            mode: PublishMode::Overwrite { version: "v2".into() },
+            drop_existing: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MetadataError::Conflict(_)), "{err}");
+    assert_eq!(store.used_segments("ds", None).await.unwrap().len(), 3);
+    assert_eq!(store.data_sources().await.unwrap(), vec!["ds".to_string()]);
+    assert_eq!(
+        store
+            .max_used_version("ds", Interval::parse("2015-09-12/2015-09-13").unwrap())
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("v2")
+    );
+}
+
+/// Appends continue the partition numbering of the visible version.
+pub async fn publish_append(store: &dyn MetadataStore) {
+    let req = |path: &str| PublishRequest {
+        data_source: "ds".into(),
+        segments: vec![new_segment("2015-09-12/2015-09-13", path)],
+        mode: PublishMode::Append { version_if_new: format!("v{path}") },
+        drop_existing: vec![],
+    };
+    let a = store.publish_segments(req("1")).await.unwrap();
+    assert_eq!(a[0].version, "v1");
+    assert_eq!(a[0].shard_spec.partition_num(), 0);
+    let b = store.publish_segments(req("2")).await.unwrap();
+    assert_eq!(b[0].version, "v1");
+    assert_eq!(b[0].shard_spec.partition_num(), 1);
+    let tl = Timeline::build(store.used_segments("ds", None).await.unwrap().into_iter().map(Arc::new));
+    assert_eq!(tl.visible_segments().len(), 2);
+    // Appending an HOUR chunk into a DAY chunk is refused.
+    let err = store
+        .publish_segments(PublishRequest {
+            data_source: "ds".into(),
+            segments: vec![new_segment("2015-09-12T01/2015-09-12T02", "/h")],
+            mode: PublishMode::Append { version_if_new: "v9".into() },
+            drop_existing: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MetadataError::Conflict(_)));
+}
+
+/// `dropExisting` marks older segments inside the intervals unused in the same transaction.
+pub async fn publish_drop_existing(store: &dyn MetadataStore) {
+    for (iv, p) in [("2015-09-12/2015-09-13", "/a"), ("2015-09-13/2015-09-14", "/b")] {
+        store
+            .publish_segments(PublishRequest {
+                data_source: "ds".into(),
+                segments: vec![new_segment(iv, p)],
+                mode: PublishMode::Overwrite { version: "v1".into() },
+                drop_existing: vec![],
+            })
+            .await
+            .unwrap();
+    }
+    store
+        .publish_segments(PublishRequest {
+            data_source: "ds".into(),
+            segments: vec![new_segment("2015-09-12/2015-09-13", "/c")],
+            mode: PublishMode::Overwrite { version: "v2".into() },
+            drop_existing: vec![Interval::parse("2015-09-12/2015-09-14").unwrap()],
+        })
+        .await
+        .unwrap();
+    let used = store.used_segments("ds", None).await.unwrap();
+    assert_eq!(used.len(), 1);
+    assert_eq!(used[0].version, "v2");
+    let ids: Vec<String> = used.iter().map(|s| s.identifier.clone()).collect();
+    assert_eq!(store.mark_segments_unused(&ids).await.unwrap(), 1);
+    assert!(store.data_sources().await.unwrap().is_empty());
+}
+
+fn task(id: &str, ds: &str, created: i64) -> TaskRecord {
+    TaskRecord {
+        id: id.into(),
+        task_type: "index_parallel".into(),
+        group_id: id.into(),
+        data_source: ds.into(),
+        created_ms: created,
+        queue_insertion_ms: created,
+        status: TaskState::Running,
+        runner_status: RunnerStatus::Waiting,
+        duration_ms: -1,
+        error_msg: None,
+        location: TaskLocation::unknown(),
+        payload: serde_json::json!({"type": "index_parallel", "id": id}),
+    }
+}
+
+/// Tasks insert, update, list with filters, and keep reports.
+pub async fn tasks_round_trip(store: &dyn MetadataStore) {
+    store.insert_task(&task("t1", "a", 1000)).await.unwrap();
+    store.insert_task(&task("t2", "b", 2000)).await.unwrap();
+    store.insert_task(&task("t3", "a", 3000)).await.unwrap();
+    assert!(matches!(store.insert_task(&task("t1", "a", 1)).await, Err(MetadataError::Conflict(_))));
+    store
+        .update_task_status(&TaskStatusUpdate {
+            id: "t1".into(),
+            status: TaskState::Failed,
+            runner_status: RunnerStatus::None,
+            duration_ms: 5,
+            error_msg: Some("boom".into()),
+            location: TaskLocation { host: Some("localhost".into()), port: 8888, tls_port: -1 },
+        })
+        .await
+        .unwrap();
+    let t1 = store.get_task("t1").await.unwrap().unwrap();
+    assert_eq!(t1.status, TaskState::Failed);
+    assert_eq!(t1.error_msg.as_deref(), Some("boom"));
+    assert_eq!(t1.location.port, 8888);
+    assert!(store.get_task("nope").await.unwrap().is_none());
+    let running = store
+        .list_tasks(&TaskFilter { statuses: Some(vec![TaskState::Running]), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(running.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), vec!["t3", "t2"]);
+    let a = store
+        .list_tasks(&TaskFilter { data_source: Some("a".into()), max: Some(1), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].id, "t3");
+    let created = store
+        .list_tasks(&TaskFilter { created: Some(Interval { start: 1500, end: 2500 }), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].id, "t2");
+    store.set_task_report("t1", &serde_json::json!({"x": 1})).await.unwrap();
+    assert_eq!(store.task_report("t1").await.unwrap().unwrap()["x"], 1);
+    assert!(store.task_report("t2").await.unwrap().is_none());
+    assert!(matches!(
+        store.set_task_report("nope", &serde_json::json!({})).await,
+        Err(MetadataError::NotFound(_))
+    ));
+}
+
+/// Locks insert, list and delete per task.
+pub async fn locks_round_trip(store: &dyn MetadataStore) {
+    let lock = TaskLockRecord {
+        id: "l1".into(),
+        task_id: "t1".into(),
+        data_source: "ds".into(),
+        interval: Interval::parse("2015-09-12/2015-09-13").unwrap(),
+        version: "v1".into(),
+        lock_type: "EXCLUSIVE".into(),
+    };
+    store.insert_lock(&lock).await.unwrap();
+    assert_eq!(store.list_locks().await.unwrap(), vec![lock]);
+    assert_eq!(store.delete_locks("t1").await.unwrap(), 1);
+    assert!(store.list_locks().await.unwrap().is_empty());
+}
+
+/// Instantiates the conformance suite for a backend: `metadata_store_conformance!(async { store })`.
+#[macro_export]
+macro_rules! metadata_store_conformance {
+    ($make:expr) => {
+        #[tokio::test]
+        async fn conformance_publish_overwrite_and_overshadow() {
+            let s = $make;
+            $crate::conformance::publish_overwrite_and_overshadow(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_publish_append() {
+            let s = $make;
+            $crate::conformance::publish_append(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_publish_drop_existing() {
+            let s = $make;
+            $crate::conformance::publish_drop_existing(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_tasks_round_trip() {
+            let s = $make;
+            $crate::conformance::tasks_round_trip(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_locks_round_trip() {
+            let s = $make;
+            $crate::conformance::locks_round_trip(&s).await;
+        }
+    };
+}
+
+#[cfg(test)]
+mod sqlite_in_memory {
+    crate::metadata_store_conformance!(crate::SqlMetadataStore::connect("sqlite::memory:").await.unwrap());
+}
+
+#[cfg(test)]
+mod sqlite_file {
+    use std::sync::OnceLock;
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    fn path(name: &str) -> std::path::PathBuf {
+        DIR.get_or_init(|| tempfile::tempdir().unwrap()).path().join(format!("{name}-{}.db", uuid_like()))
+    }
+    fn uuid_like() -> u128 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+    }
+    crate::metadata_store_conformance!(crate::SqlMetadataStore::open_sqlite(&path("m")).await.unwrap());
+}

@@ -1,0 +1,135 @@
+//! The metadata store: the source of truth for segments, tasks and task locks (and, as later
+//! features land, supervisors, stream offsets, rules, configs, audit entries and users).
+//!
+//! [`MetadataStore`] is the trait every backend implements. [`SqlMetadataStore`] implements it
+//! over sqlx's `Any` driver with portable SQL (`$1` placeholders, TEXT/BIGINT/INTEGER columns),
+//! so the same code and the same conformance tests serve SQLite (the embedded default, a file
+//! under the data directory) and PostgreSQL (for clusters; enabled by adding sqlx's `postgres`
+//! driver). Schema changes are versioned migrations in `migrations/` applied at start-up.
+//!
+//! Publishing is atomic: [`MetadataStore::publish_segments`] allocates partition numbers and
+//! inserts all of a task's segments (and marks the segments they drop unused) in one
+//! transaction, so readers never see half of a task's output.
+
+mod sql;
+mod types;
+
+pub use sql::SqlMetadataStore;
+pub use types::*;
+
+use async_trait::async_trait;
+use dolmen_common::{ErrorCategory, Interval};
+use dolmen_segment::DataSegment;
+
+/// Errors of the metadata store.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// The database failed or is unreachable.
+    #[error("metadata store error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A migration failed at start-up.
+    #[error("metadata store migration failed: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+    /// A stored payload does not decode (corruption or an incompatible older version).
+    #[error("metadata store holds an undecodable {what} [{id}]: {reason}")]
+    Corrupt {
+        /// What kind of record.
+        what: &'static str,
+        /// Its id.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+    /// An insert collided with an existing record.
+    #[error("{0}")]
+    Conflict(String),
+    /// The named record does not exist.
+    #[error("{0}")]
+    NotFound(String),
+}
+
+impl MetadataError {
+    /// The error category this maps to.
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            MetadataError::Conflict(_) => ErrorCategory::Conflict,
+            MetadataError::NotFound(_) => ErrorCategory::NotFound,
+            _ => ErrorCategory::RuntimeFailure,
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = MetadataError> = std::result::Result<T, E>;
+
+/// Everything Dolmen keeps durably. All methods are transactional on their own; every write
+/// is durable when the call returns.
+#[async_trait]
+pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
+    // --- segments ---
+
+    /// Publishes a task's segments in one transaction (see [`PublishRequest`]); returns the
+    /// segment payloads as stored, with ids, versions and shard specs assigned.
+    ///
+    /// # Errors
+    /// [`MetadataError::Conflict`] when the request collides with existing segments (an
+    /// overwrite version already present, or an append into a chunk of another granularity).
+    async fn publish_segments(&self, req: PublishRequest) -> Result<Vec<DataSegment>>;
+
+    /// All used segments of a datasource, optionally only those overlapping `interval`.
+    async fn used_segments(&self, data_source: &str, interval: Option<Interval>) -> Result<Vec<DataSegment>>;
+
+    /// All used segments of all datasources.
+    async fn all_used_segments(&self) -> Result<Vec<DataSegment>>;
+
+    /// Names of datasources with at least one used segment, sorted.
+    async fn data_sources(&self) -> Result<Vec<String>>;
+
+    /// Marks the given segments unused; returns how many changed.
+    async fn mark_segments_unused(&self, segment_ids: &[String]) -> Result<u64>;
+
+    /// The highest version among used segments of `data_source` overlapping `interval`.
+    async fn max_used_version(&self, data_source: &str, interval: Interval) -> Result<Option<String>>;
+
+    // --- tasks ---
+
+    /// Inserts a new task.
+    ///
+    /// # Errors
+    /// [`MetadataError::Conflict`] when a task with that id exists.
+    async fn insert_task(&self, task: &TaskRecord) -> Result<()>;
+
+    /// Updates the status fields of a task.
+    ///
+    /// # Errors
+    /// [`MetadataError::NotFound`] for an unknown id.
+    async fn update_task_status(&self, update: &TaskStatusUpdate) -> Result<()>;
+
+    /// Stores a task's report (replacing any earlier one).
+    async fn set_task_report(&self, task_id: &str, report: &serde_json::Value) -> Result<()>;
+
+    /// A task's report, if stored.
+    async fn task_report(&self, task_id: &str) -> Result<Option<serde_json::Value>>;
+
+    /// One task.
+    async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>>;
+
+    /// Tasks matching a filter, newest first.
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>>;
+
+    // --- task locks ---
+
+    /// Records a lock held by a task.
+    async fn insert_lock(&self, lock: &TaskLockRecord) -> Result<()>;
+
+    /// Removes all locks of a task.
+    async fn delete_locks(&self, task_id: &str) -> Result<u64>;
+
+    /// All recorded locks.
+    async fn list_locks(&self) -> Result<Vec<TaskLockRecord>>;
+}
+
+/// Conformance tests every backend must pass; instantiate with
+/// [`metadata_store_conformance!`](crate::metadata_store_conformance).
+#[doc(hidden)]
+pub mod conformance;

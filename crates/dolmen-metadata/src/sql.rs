@@ -1,0 +1,503 @@
+//! [`SqlMetadataStore`]: the metadata store over sqlx's `Any` driver.
+//!
+//! The SQL is portable (`$N` placeholders in order, TEXT and BIGINT columns), so the same
+//! statements run on SQLite and PostgreSQL. On SQLite the store enables WAL with
+//! `synchronous=FULL` (an acknowledged write survives `kill -9` and power loss) and a busy
+//! timeout; write transactions are serialized inside the process by a mutex, which avoids
+//! SQLite's lock-upgrade deadlocks between concurrent writers.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use dolmen_common::Interval;
+use dolmen_common::time::now_millis;
+use dolmen_segment::{DataSegment, SegmentId, ShardSpec};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+use tokio::sync::Mutex;
+
+use crate::{
+    MetadataError, MetadataStore, PublishMode, PublishRequest, Result, RunnerStatus, TaskFilter,
+    TaskLocation, TaskLockRecord, TaskRecord, TaskState, TaskStatusUpdate,
+};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// A metadata store in a SQL database (SQLite by default).
+#[derive(Debug)]
+pub struct SqlMetadataStore {
+    pool: AnyPool,
+    write_lock: Mutex<()>,
+}
+
+impl SqlMetadataStore {
+    /// Opens (creating if needed) a SQLite metadata store file and applies migrations.
+    ///
+    /// # Errors
+    /// When the file cannot be created or opened, or a migration fails.
+    pub async fn open_sqlite(path: &Path) -> Result<SqlMetadataStore> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| MetadataError::Database(sqlx::Error::Io(e)))?;
+        }
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        SqlMetadataStore::connect(&url).await
+    }
+
+    /// Connects to a metadata store by URL (`sqlite://path?mode=rwc`, `sqlite::memory:`) and
+    /// applies migrations.
+    ///
+    /// # Errors
+    /// When the database is unreachable or a migration fails.
+    pub async fn connect(url: &str) -> Result<SqlMetadataStore> {
+        sqlx::any::install_default_drivers();
+        let is_sqlite = url.starts_with("sqlite:");
+        let is_memory = url.contains(":memory:");
+        let opts = AnyConnectOptions::from_str(url)?;
+        let mut pool_opts = AnyPoolOptions::new().max_connections(if is_memory { 1 } else { 8 });
+        if is_memory {
+            // One connection that never closes, or the in-memory database would vanish.
+            pool_opts = pool_opts.min_connections(1).idle_timeout(None).max_lifetime(None);
+        }
+        if is_sqlite {
+            pool_opts = pool_opts.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    use sqlx::Executor;
+                    conn.execute("PRAGMA journal_mode=WAL").await?;
+                    conn.execute("PRAGMA synchronous=FULL").await?;
+                    conn.execute("PRAGMA busy_timeout=10000").await?;
+                    conn.execute("PRAGMA foreign_keys=ON").await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = pool_opts.connect_with(opts).await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(SqlMetadataStore { pool, write_lock: Mutex::new(()) })
+    }
+
+    /// Closes the connection pool (flushing SQLite's WAL).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn corrupt(what: &'static str, id: &str, e: impl std::fmt::Display) -> MetadataError {
+    MetadataError::Corrupt { what, id: id.to_string(), reason: e.to_string() }
+}
+
+fn decode_segment(row: &AnyRow) -> Result<DataSegment> {
+    let id: String = row.try_get("id")?;
+    let payload: String = row.try_get("payload")?;
+    serde_json::from_str(&payload).map_err(|e| corrupt("segment", &id, e))
+}
+
+fn decode_task(row: &AnyRow) -> Result<TaskRecord> {
+    let id: String = row.try_get("id")?;
+    let status: String = row.try_get("status")?;
+    let runner: String = row.try_get("runner_status")?;
+    let payload: String = row.try_get("payload")?;
+    let location: Option<String> = row.try_get("location")?;
+    Ok(TaskRecord {
+        status: TaskState::parse(&status).ok_or_else(|| corrupt("task", &id, format!("status {status}")))?,
+        runner_status: RunnerStatus::parse(&runner)
+            .ok_or_else(|| corrupt("task", &id, format!("runner status {runner}")))?,
+        payload: serde_json::from_str(&payload).map_err(|e| corrupt("task", &id, e))?,
+        location: match location {
+            Some(l) => serde_json::from_str(&l).map_err(|e| corrupt("task", &id, e))?,
+            None => TaskLocation::unknown(),
+        },
+        task_type: row.try_get("task_type")?,
+        group_id: row.try_get("group_id")?,
+        data_source: row.try_get("datasource")?,
+        created_ms: row.try_get("created_ms")?,
+        queue_insertion_ms: row.try_get("queue_insertion_ms")?,
+        duration_ms: row.try_get("duration_ms")?,
+        error_msg: row.try_get("error_msg")?,
+        id,
+    })
+}
+
+const TASK_COLUMNS: &str = "id, task_type, group_id, datasource, created_ms, queue_insertion_ms, status, runner_status, duration_ms, error_msg, location, payload";
+
+#[async_trait]
+impl MetadataStore for SqlMetadataStore {
+    async fn publish_segments(&self, req: PublishRequest) -> Result<Vec<DataSegment>> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let now = now_millis();
+
+        // Group the new segments by time chunk, keeping their order.
+        let mut by_chunk: BTreeMap<Interval, Vec<&crate::NewSegment>> = BTreeMap::new();
+        for s in &req.segments {
+            by_chunk.entry(s.interval).or_default().push(s);
+        }
+
+        let mut published = Vec::with_capacity(req.segments.len());
+        for (interval, segs) in by_chunk {
+            // Existing used segments overlapping this chunk.
+            let rows = sqlx::query(
+                "SELECT id, payload FROM segments WHERE datasource = $1 AND used = 1 AND start_ms < $2 AND end_ms > $3",
+            )
+            .bind(&req.data_source)
+            .bind(interval.end)
+            .bind(interval.start)
+            .fetch_all(&mut *tx)
+            .await?;
+            let existing: Vec<DataSegment> = rows.iter().map(decode_segment).collect::<Result<_>>()?;
+
+            let (version, first_partition, core) = match &req.mode {
+                PublishMode::Overwrite { version } => {
+                    if existing.iter().any(|s| s.interval == interval && &s.version == version) {
+                        return Err(MetadataError::Conflict(format!(
+                            "segments of datasource [{}] interval [{interval}] version [{version}] already exist",
+                            req.data_source
+                        )));
+                    }
+                    (version.clone(), 0u32, segs.len() as u32)
+                }
+                PublishMode::Append { version_if_new } => {
+                    if let Some(other) = existing.iter().find(|s| s.interval != interval) {
+                        return Err(MetadataError::Conflict(format!(
+                            "cannot append to datasource [{}]: new time chunk [{interval}] overlaps existing segment [{}] with a different time chunk; use the existing segmentGranularity",
+                            req.data_source, other.identifier
+                        )));
+                    }
+                    match existing.iter().map(|s| s.version.as_str()).max() {
+                        None => (version_if_new.clone(), 0, 0),
+                        Some(v) => {
+                            let same: Vec<&DataSegment> = existing.iter().filter(|s| s.version == v).collect();
+                            let next = same.iter().map(|s| s.shard_spec.partition_num()).max().unwrap_or(0) + 1;
+                            let core = same.iter().map(|s| s.shard_spec.core_partitions()).max().unwrap_or(0);
+                            (v.to_string(), next, core)
+                        }
+                    }
+                }
+            };
+
+            for (i, s) in segs.into_iter().enumerate() {
+                let partition_num = first_partition + i as u32;
+                let id = SegmentId {
+                    data_source: req.data_source.clone(),
+                    interval,
+                    version: version.clone(),
+                    partition_num,
+                };
+                let seg = DataSegment {
+                    data_source: req.data_source.clone(),
+                    interval,
+                    version: version.clone(),
+                    load_spec: s.load_spec.clone(),
+                    dimensions: s.dimensions.join(","),
+                    metrics: s.metrics.join(","),
+                    shard_spec: ShardSpec::Numbered { partition_num, partitions: core },
+                    binary_version: 9,
+                    size: s.size,
+                    num_rows: s.num_rows,
+                    columns: s.columns.clone(),
+                    last_compaction_state: None,
+                    identifier: id.to_string(),
+                };
+                let payload = serde_json::to_string(&seg).map_err(|e| corrupt("segment", &seg.identifier, e))?;
+                let res = sqlx::query(
+                    "INSERT INTO segments (id, datasource, start_ms, end_ms, version, partition_num, used, used_status_last_updated, created_ms, payload) VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9)",
+                )
+                .bind(&seg.identifier)
+                .bind(&seg.data_source)
+                .bind(interval.start)
+                .bind(interval.end)
+                .bind(&seg.version)
+                .bind(i64::from(partition_num))
+                .bind(now)
+                .bind(now)
+                .bind(payload)
+                .execute(&mut *tx)
+                .await;
+                if let Err(e) = res {
+                    if let sqlx::Error::Database(db) = &e
+                        && db.is_unique_violation()
+                    {
+                        return Err(MetadataError::Conflict(format!("segment [{}] already exists", seg.identifier)));
+                    }
+                    return Err(e.into());
+                }
+                published.push(seg);
+            }
+        }
+
+        // dropExisting: older used segments fully inside the listed intervals become unused.
+        if !req.drop_existing.is_empty() {
+            let new_ids: HashSet<&str> = published.iter().map(|s| s.identifier.as_str()).collect();
+            let new_version = match &req.mode {
+                PublishMode::Overwrite { version } => version.clone(),
+                PublishMode::Append { version_if_new } => version_if_new.clone(),
+            };
+            for iv in &req.drop_existing {
+                let rows = sqlx::query(
+                    "SELECT id, version FROM segments WHERE datasource = $1 AND used = 1 AND start_ms >= $2 AND end_ms <= $3",
+                )
+                .bind(&req.data_source)
+                .bind(iv.start)
+                .bind(iv.end)
+                .fetch_all(&mut *tx)
+                .await?;
+                for r in rows {
+                    let id: String = r.try_get("id")?;
+                    let version: String = r.try_get("version")?;
+                    if !new_ids.contains(id.as_str()) && version < new_version {
+                        sqlx::query("UPDATE segments SET used = 0, used_status_last_updated = $1 WHERE id = $2")
+                            .bind(now)
+                            .bind(&id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(published)
+    }
+
+    async fn used_segments(&self, data_source: &str, interval: Option<Interval>) -> Result<Vec<DataSegment>> {
+        let iv = interval.unwrap_or(Interval::ETERNITY);
+        let rows = sqlx::query(
+            "SELECT id, payload FROM segments WHERE datasource = $1 AND used = 1 AND start_ms < $2 AND end_ms > $3 ORDER BY start_ms, version, partition_num",
+        )
+        .bind(data_source)
+        .bind(iv.end)
+        .bind(iv.start)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode_segment).collect()
+    }
+
+    async fn all_used_segments(&self) -> Result<Vec<DataSegment>> {
+        let rows = sqlx::query("SELECT id, payload FROM segments WHERE used = 1 ORDER BY datasource, start_ms, version, partition_num")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(decode_segment).collect()
+    }
+
+    async fn data_sources(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query("SELECT DISTINCT datasource FROM segments WHERE used = 1 ORDER BY datasource")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|r| r.try_get::<String, _>("datasource").map_err(Into::into)).collect()
+    }
+
+    async fn mark_segments_unused(&self, segment_ids: &[String]) -> Result<u64> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let now = now_millis();
+        let mut n = 0;
+        for id in segment_ids {
+            n += sqlx::query("UPDATE segments SET used = 0, used_status_last_updated = $1 WHERE id = $2 AND used = 1")
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    async fn max_used_version(&self, data_source: &str, interval: Interval) -> Result<Option<String>> {
+        let row = sqlx::query(
+            "SELECT MAX(version) AS v FROM segments WHERE datasource = $1 AND used = 1 AND start_ms < $2 AND end_ms > $3",
+        )
+        .bind(data_source)
+        .bind(interval.end)
+        .bind(interval.start)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get::<Option<String>, _>("v")?)
+    }
+
+    async fn insert_task(&self, task: &TaskRecord) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let location = serde_json::to_string(&task.location).map_err(|e| corrupt("task", &task.id, e))?;
+        let res = sqlx::query(
+            "INSERT INTO tasks (id, task_type, group_id, datasource, created_ms, queue_insertion_ms, status, runner_status, duration_ms, error_msg, location, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        )
+        .bind(&task.id)
+        .bind(&task.task_type)
+        .bind(&task.group_id)
+        .bind(&task.data_source)
+        .bind(task.created_ms)
+        .bind(task.queue_insertion_ms)
+        .bind(task.status.as_str())
+        .bind(task.runner_status.as_str())
+        .bind(task.duration_ms)
+        .bind(task.error_msg.clone())
+        .bind(location)
+        .bind(task.payload.to_string())
+        .execute(&self.pool)
+        .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                Err(MetadataError::Conflict(format!("Task [{}] already exists", task.id)))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn update_task_status(&self, u: &TaskStatusUpdate) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let location = serde_json::to_string(&u.location).map_err(|e| corrupt("task", &u.id, e))?;
+        let n = sqlx::query(
+            "UPDATE tasks SET status = $1, runner_status = $2, duration_ms = $3, error_msg = $4, location = $5 WHERE id = $6",
+        )
+        .bind(u.status.as_str())
+        .bind(u.runner_status.as_str())
+        .bind(u.duration_ms)
+        .bind(u.error_msg.clone())
+        .bind(location)
+        .bind(&u.id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Err(MetadataError::NotFound(format!("Cannot find any task with id: [{}]", u.id)));
+        }
+        Ok(())
+    }
+
+    async fn set_task_report(&self, task_id: &str, report: &serde_json::Value) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let n = sqlx::query("UPDATE tasks SET report = $1 WHERE id = $2")
+            .bind(report.to_string())
+            .bind(task_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        if n == 0 {
+            return Err(MetadataError::NotFound(format!("Cannot find any task with id: [{task_id}]")));
+        }
+        Ok(())
+    }
+
+    async fn task_report(&self, task_id: &str) -> Result<Option<serde_json::Value>> {
+        let row = sqlx::query("SELECT report FROM tasks WHERE id = $1")
+            .bind(task_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            None => Ok(None),
+            Some(r) => match r.try_get::<Option<String>, _>("report")? {
+                None => Ok(None),
+                Some(s) => Ok(Some(serde_json::from_str(&s).map_err(|e| corrupt("task report", task_id, e))?)),
+            },
+        }
+    }
+
+    async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1")))
+            .bind(task_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode_task).transpose()
+    }
+
+    async fn list_tasks(&self, f: &TaskFilter) -> Result<Vec<TaskRecord>> {
+        // Build the WHERE clause with numbered placeholders in order of appearance.
+        let mut clauses: Vec<String> = Vec::new();
+        let mut text_args: Vec<String> = Vec::new();
+        let mut n = 0;
+        let mut next = || {
+            n += 1;
+            format!("${n}")
+        };
+        if let Some(statuses) = &f.statuses {
+            if statuses.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ps: Vec<String> = statuses
+                .iter()
+                .map(|s| {
+                    text_args.push(s.as_str().to_string());
+                    next()
+                })
+                .collect();
+            clauses.push(format!("status IN ({})", ps.join(", ")));
+        }
+        if let Some(ds) = &f.data_source {
+            text_args.push(ds.clone());
+            clauses.push(format!("datasource = {}", next()));
+        }
+        if let Some(t) = &f.task_type {
+            text_args.push(t.clone());
+            clauses.push(format!("task_type = {}", next()));
+        }
+        let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks");
+        let created = f.created;
+        let (p_start, p_end) = if created.is_some() { (next(), next()) } else { (String::new(), String::new()) };
+        if created.is_some() {
+            clauses.push(format!("created_ms >= {p_start} AND created_ms < {p_end}"));
+        }
+        if !clauses.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&clauses.join(" AND "));
+        }
+        sql.push_str(" ORDER BY created_ms DESC, id DESC");
+        if let Some(max) = f.max {
+            sql.push_str(&format!(" LIMIT {max}"));
+        }
+        // Safe: only fixed column names and numbered placeholders are interpolated.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for a in &text_args {
+            q = q.bind(a.clone());
+        }
+        if let Some(c) = created {
+            q = q.bind(c.start).bind(c.end);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
+        rows.iter().map(decode_task).collect()
+    }
+
+    async fn insert_lock(&self, lock: &TaskLockRecord) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        sqlx::query(
+            "INSERT INTO task_locks (id, task_id, datasource, start_ms, end_ms, version, lock_type) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&lock.id)
+        .bind(&lock.task_id)
+        .bind(&lock.data_source)
+        .bind(lock.interval.start)
+        .bind(lock.interval.end)
+        .bind(&lock.version)
+        .bind(&lock.lock_type)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_locks(&self, task_id: &str) -> Result<u64> {
+        let _guard = self.write_lock.lock().await;
+        Ok(sqlx::query("DELETE FROM task_locks WHERE task_id = $1")
+            .bind(task_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+
+    async fn list_locks(&self) -> Result<Vec<TaskLockRecord>> {
+        let rows = sqlx::query("SELECT id, task_id, datasource, start_ms, end_ms, version, lock_type FROM task_locks ORDER BY task_id, start_ms")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TaskLockRecord {
+                    id: r.try_get("id")?,
+                    task_id: r.try_get("task_id")?,
+                    data_source: r.try_get("datasource")?,
+                    interval: Interval { start: r.try_get("start_ms")?, end: r.try_get("end_ms")? },
+                    version: r.try_get("version")?,
+                    lock_type: r.try_get("lock_type")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,230 @@
+//! Records stored in the metadata store.
+
+use dolmen_common::Interval;
+use dolmen_segment::LoadSpec;
+use serde::{Deserialize, Serialize};
+
+/// A task's status code (`statusCode`/`status` in the task summary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskState {
+    /// Not finished (waiting, pending or running).
+    Running,
+    /// Finished successfully.
+    Success,
+    /// Finished with an error, or was shut down.
+    Failed,
+}
+
+impl TaskState {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Running => "RUNNING",
+            TaskState::Success => "SUCCESS",
+            TaskState::Failed => "FAILED",
+        }
+    }
+
+    /// Parses the wire name.
+    pub fn parse(s: &str) -> Option<TaskState> {
+        match s {
+            "RUNNING" => Some(TaskState::Running),
+            "SUCCESS" => Some(TaskState::Success),
+            "FAILED" => Some(TaskState::Failed),
+            _ => None,
+        }
+    }
+
+    /// True for SUCCESS and FAILED.
+    pub fn is_complete(self) -> bool {
+        self != TaskState::Running
+    }
+}
+
+/// Where a task is in the runner (`runnerStatusCode`): WAITING for locks, PENDING for a slot,
+/// RUNNING, or NONE once complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RunnerStatus {
+    /// Acquiring time-chunk locks.
+    Waiting,
+    /// Waiting for a task slot.
+    Pending,
+    /// Running.
+    Running,
+    /// Complete.
+    None,
+}
+
+impl RunnerStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerStatus::Waiting => "WAITING",
+            RunnerStatus::Pending => "PENDING",
+            RunnerStatus::Running => "RUNNING",
+            RunnerStatus::None => "NONE",
+        }
+    }
+
+    /// Parses the wire name.
+    pub fn parse(s: &str) -> Option<RunnerStatus> {
+        match s {
+            "WAITING" => Some(RunnerStatus::Waiting),
+            "PENDING" => Some(RunnerStatus::Pending),
+            "RUNNING" => Some(RunnerStatus::Running),
+            "NONE" => Some(RunnerStatus::None),
+            _ => None,
+        }
+    }
+}
+
+/// Where a task runs (`location` in the task summary).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskLocation {
+    /// Host name, or null when not placed.
+    pub host: Option<String>,
+    /// Plaintext port, -1 when none.
+    pub port: i32,
+    /// TLS port, -1 when none.
+    pub tls_port: i32,
+}
+
+impl TaskLocation {
+    /// The location of a task that is not placed anywhere.
+    pub fn unknown() -> TaskLocation {
+        TaskLocation { host: None, port: -1, tls_port: -1 }
+    }
+}
+
+/// A task as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// Task id.
+    pub id: String,
+    /// Task type (`index_parallel`, ...).
+    pub task_type: String,
+    /// Group id (the task id for batch tasks).
+    pub group_id: String,
+    /// Datasource the task writes or reads.
+    pub data_source: String,
+    /// Creation time, ms.
+    pub created_ms: i64,
+    /// Time the task entered the queue, ms.
+    pub queue_insertion_ms: i64,
+    /// Status code.
+    pub status: TaskState,
+    /// Runner status.
+    pub runner_status: RunnerStatus,
+    /// Duration in ms once complete, -1 before.
+    pub duration_ms: i64,
+    /// Error message of a failed task.
+    pub error_msg: Option<String>,
+    /// Where it runs or ran.
+    pub location: TaskLocation,
+    /// The task payload as submitted (with `id` and defaults filled in).
+    pub payload: serde_json::Value,
+}
+
+/// A change of a task's status fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskStatusUpdate {
+    /// Task id.
+    pub id: String,
+    /// New status code.
+    pub status: TaskState,
+    /// New runner status.
+    pub runner_status: RunnerStatus,
+    /// Duration, ms (-1 while running).
+    pub duration_ms: i64,
+    /// Error message.
+    pub error_msg: Option<String>,
+    /// Location.
+    pub location: TaskLocation,
+}
+
+/// Which tasks to list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskFilter {
+    /// Only tasks with one of these status codes (all when `None`).
+    pub statuses: Option<Vec<TaskState>>,
+    /// Only this datasource.
+    pub data_source: Option<String>,
+    /// Only this task type.
+    pub task_type: Option<String>,
+    /// Only tasks created in this interval.
+    pub created: Option<Interval>,
+    /// At most this many (newest first).
+    pub max: Option<usize>,
+}
+
+/// A time-chunk lock held by a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskLockRecord {
+    /// Lock id.
+    pub id: String,
+    /// Holding task.
+    pub task_id: String,
+    /// Datasource.
+    pub data_source: String,
+    /// Locked interval.
+    pub interval: Interval,
+    /// The version segments written under this lock get (for overwrites).
+    pub version: String,
+    /// `EXCLUSIVE` or `APPEND`.
+    pub lock_type: String,
+}
+
+/// A segment file written by a task, before it has an identity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSegment {
+    /// The time chunk.
+    pub interval: Interval,
+    /// Where the file is in deep storage.
+    pub load_spec: LoadSpec,
+    /// Dimension names in order.
+    pub dimensions: Vec<String>,
+    /// Metric names in order.
+    pub metrics: Vec<String>,
+    /// Column types (after `__time`).
+    pub columns: Vec<dolmen_segment::SegmentColumn>,
+    /// File size, bytes.
+    pub size: u64,
+    /// Rows.
+    pub num_rows: u64,
+}
+
+/// How published segments relate to the segments already in their time chunks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishMode {
+    /// The segments form new complete partition sets at `version`, which must be higher than
+    /// the versions they replace: each chunk's segments are numbered `0..n` with `n` core
+    /// partitions, and overshadow what was there once published.
+    Overwrite {
+        /// The version (the task's lock version).
+        version: String,
+    },
+    /// The segments are added to the visible version of their chunk as extra partitions
+    /// (numbered after the highest existing one); a chunk with no used segments gets
+    /// `version_if_new`.
+    Append {
+        /// Version for chunks that have no segments yet.
+        version_if_new: String,
+    },
+}
+
+/// One atomic publication.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublishRequest {
+    /// Datasource.
+    pub data_source: String,
+    /// The segments.
+    pub segments: Vec<NewSegment>,
+    /// Overwrite or append.
+    pub mode: PublishMode,
+    /// Intervals whose older used segments (lower version, fully inside) are marked unused in
+    /// the same transaction (`dropExisting`).
+    pub drop_existing: Vec<Interval>,
+}

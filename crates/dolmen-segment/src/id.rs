@@ -1,0 +1,206 @@
+//! Segment identity and the Druid-shaped segment payload.
+//!
+//! A segment is identified by `(dataSource, interval, version, partitionNum)`; its id string is
+//! `dataSource_start_end_version` with `_partitionNum` appended when the partition number is not
+//! zero, exactly as Druid's `SegmentId.toString()` prints it.
+//!
+//! The payload ([`DataSegment`]) is what Druid stores in `druid_segments.payload` and returns from
+//! the coordinator APIs: `dataSource, interval, version, loadSpec, dimensions, metrics, shardSpec,
+//! binaryVersion, size, identifier` (`server/.../timeline/DataSegment.java`). Dolmen adds
+//! `numRows`, which `sys.segments` reports.
+
+use std::fmt;
+
+use dolmen_common::Interval;
+use serde::{Deserialize, Serialize};
+
+/// The identity of one segment.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SegmentId {
+    /// Datasource name.
+    pub data_source: String,
+    /// The time chunk this segment covers.
+    pub interval: Interval,
+    /// The version (an ISO timestamp string); higher versions overshadow lower ones.
+    pub version: String,
+    /// Partition number within `(interval, version)`.
+    pub partition_num: u32,
+}
+
+impl fmt::Display for SegmentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}_{}_{}",
+            self.data_source,
+            self.interval.to_underscore_string(),
+            self.version
+        )?;
+        if self.partition_num != 0 {
+            write!(f, "_{}", self.partition_num)?;
+        }
+        Ok(())
+    }
+}
+
+/// How a segment's partition relates to the others of its `(interval, version)`.
+///
+/// Only `numbered` (dynamic partitioning and appends) is produced now; hashed and range shard
+/// specs follow with their partitioning schemes. `partitions` is the number of *core*
+/// partitions: the set is complete once partitions `0..partitions` are all published;
+/// partitions numbered `>= partitions` are appended later and are each complete on their own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ShardSpec {
+    /// Druid's `NumberedShardSpec`.
+    #[serde(rename_all = "camelCase")]
+    Numbered {
+        /// This segment's partition number.
+        partition_num: u32,
+        /// Number of core partitions in the set.
+        partitions: u32,
+    },
+}
+
+impl ShardSpec {
+    /// This segment's partition number.
+    pub fn partition_num(&self) -> u32 {
+        match self {
+            ShardSpec::Numbered { partition_num, .. } => *partition_num,
+        }
+    }
+
+    /// Number of core partitions of the set this segment belongs to.
+    pub fn core_partitions(&self) -> u32 {
+        match self {
+            ShardSpec::Numbered { partitions, .. } => *partitions,
+        }
+    }
+}
+
+/// Where a segment's file lives in deep storage (`loadSpec`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum LoadSpec {
+    /// A file under the local deep storage directory (Druid's `local` load spec).
+    Local {
+        /// Absolute path of the segment file.
+        path: String,
+    },
+}
+
+/// The Druid-shaped segment payload stored in the metadata store and served by the APIs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataSegment {
+    /// Datasource name.
+    pub data_source: String,
+    /// The time chunk covered.
+    pub interval: Interval,
+    /// Version string (ISO timestamp).
+    pub version: String,
+    /// Location in deep storage.
+    pub load_spec: LoadSpec,
+    /// Dimension names, comma-separated, in segment order (Druid's wire form).
+    pub dimensions: String,
+    /// Metric names, comma-separated.
+    pub metrics: String,
+    /// Partitioning information.
+    pub shard_spec: ShardSpec,
+    /// Segment format version; Druid writes 9. Dolmen segments are Parquet; 9 is kept for
+    /// clients that check it.
+    pub binary_version: u32,
+    /// Size of the segment file in bytes.
+    pub size: u64,
+    /// Number of rows in the segment.
+    #[serde(default)]
+    pub num_rows: u64,
+    /// Column names, types and kinds after `__time` (a Dolmen addition, so that queries can
+    /// be planned without opening segment files).
+    #[serde(default)]
+    pub columns: Vec<crate::SegmentColumn>,
+    /// The compaction state that produced this segment, if compaction did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction_state: Option<serde_json::Value>,
+    /// The segment id string (read-only copy, as Druid prints it).
+    pub identifier: String,
+}
+
+impl DataSegment {
+    /// The segment's identity.
+    pub fn id(&self) -> SegmentId {
+        SegmentId {
+            data_source: self.data_source.clone(),
+            interval: self.interval,
+            version: self.version.clone(),
+            partition_num: self.shard_spec.partition_num(),
+        }
+    }
+
+    /// Dimension names as a list.
+    pub fn dimension_names(&self) -> Vec<&str> {
+        split_names(&self.dimensions)
+    }
+
+    /// Metric names as a list.
+    pub fn metric_names(&self) -> Vec<&str> {
+        split_names(&self.metrics)
+    }
+}
+
+fn split_names(s: &str) -> Vec<&str> {
+    if s.is_empty() {
+        Vec::new()
+    } else {
+        s.split(',').collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_string_matches_druid() {
+        let id = SegmentId {
+            data_source: "wikipedia".into(),
+            interval: Interval::parse("2015-09-12/2015-09-13").unwrap(),
+            version: "2024-01-01T00:00:00.000Z".into(),
+            partition_num: 0,
+        };
+        assert_eq!(
+            id.to_string(),
+            "wikipedia_2015-09-12T00:00:00.000Z_2015-09-13T00:00:00.000Z_2024-01-01T00:00:00.000Z"
+        );
+        let id1 = SegmentId { partition_num: 3, ..id };
+        assert!(id1.to_string().ends_with("_2024-01-01T00:00:00.000Z_3"));
+    }
+
+    #[test]
+    fn payload_round_trips_in_druid_shape() {
+        let seg = DataSegment {
+            data_source: "wikipedia".into(),
+            interval: Interval::parse("2015-09-12/2015-09-13").unwrap(),
+            version: "v1".into(),
+            load_spec: LoadSpec::Local { path: "/x/index.parquet".into() },
+            dimensions: "channel,page".into(),
+            metrics: "count".into(),
+            shard_spec: ShardSpec::Numbered { partition_num: 0, partitions: 1 },
+            binary_version: 9,
+            size: 10,
+            num_rows: 2,
+            columns: vec![],
+            last_compaction_state: None,
+            identifier: "wikipedia_2015-09-12T00:00:00.000Z_2015-09-13T00:00:00.000Z_v1".into(),
+        };
+        let v = serde_json::to_value(&seg).unwrap();
+        assert_eq!(v["interval"], "2015-09-12T00:00:00.000Z/2015-09-13T00:00:00.000Z");
+        assert_eq!(v["shardSpec"]["type"], "numbered");
+        assert_eq!(v["shardSpec"]["partitionNum"], 0);
+        assert_eq!(v["loadSpec"]["type"], "local");
+        assert_eq!(v["dataSource"], "wikipedia");
+        let back: DataSegment = serde_json::from_value(v).unwrap();
+        assert_eq!(back, seg);
+        assert_eq!(seg.dimension_names(), vec!["channel", "page"]);
+    }
+}

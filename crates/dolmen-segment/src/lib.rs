@@ -1,0 +1,19 @@
+//! Segments: identity, the Druid-shaped payload, the versioned timeline, and the segment file
+//! format.
+//!
+//! A segment file is Apache Parquet: one row group per at most [`file::ROW_GROUP_ROWS`] rows,
+//! rows sorted by `__time` then by the dimensions in order, with column statistics and the page
+//! index so that the query engine can skip data by `__time` and by dimension values. Column
+//! types are Druid's: `__time` is `Timestamp(Millisecond, None)` (UTC), `string` dimensions are
+//! UTF-8, `long` is Int64, `float` Float32, `double` Float64.
+
+pub mod file;
+pub mod id;
+pub mod timeline;
+
+pub use file::{ColumnKind, ColumnType, SegmentColumn, SegmentFileWriter, SegmentSchema};
+pub use id::{DataSegment, LoadSpec, SegmentId, ShardSpec};
+pub use timeline::{Timeline, TimelineEntry};
+
+/// Name of the time column of every datasource.
+pub const TIME_COLUMN: &str = "__time";
