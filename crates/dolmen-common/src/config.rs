@@ -49,7 +49,9 @@ impl Properties {
         let mut lines = text.lines().peekable();
         while let Some(raw) = lines.next() {
             let line = raw.trim_start();
-            if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!')) {
+            if logical.is_empty()
+                && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+            {
                 continue;
             }
             // A line ending in an odd number of backslashes continues on the next line.
@@ -101,11 +103,15 @@ impl Properties {
     {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.trim().parse::<T>().map(Some).map_err(|e| ConfigError::InvalidValue {
-                key: key.to_string(),
-                value: v.to_string(),
-                reason: e.to_string(),
-            }),
+            Some(v) => v
+                .trim()
+                .parse::<T>()
+                .map(Some)
+                .map_err(|e| ConfigError::InvalidValue {
+                    key: key.to_string(),
+                    value: v.to_string(),
+                    reason: e.to_string(),
+                }),
         }
     }
 
@@ -188,7 +194,10 @@ mod tests {
         assert_eq!(p.get("key"), Some("value with spaces"));
         assert_eq!(p.get("long"), Some("ab"));
         assert_eq!(p.get("esc"), Some("tab\thereA"));
-        assert_eq!(p.get_parsed::<u16>("service.plaintextPort").unwrap(), Some(8082));
+        assert_eq!(
+            p.get_parsed::<u16>("service.plaintextPort").unwrap(),
+            Some(8082)
+        );
         let e = p.get_parsed::<u16>("service.host").unwrap_err();
         assert!(e.to_string().contains("service.host"));
     }

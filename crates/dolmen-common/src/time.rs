@@ -96,7 +96,10 @@ fn parse_offset_secs(s: &str) -> Option<i32> {
     }
     let (h, m) = match digits.len() {
         2 => (digits.parse::<i32>().ok()?, 0),
-        4 => (digits[..2].parse::<i32>().ok()?, digits[2..].parse::<i32>().ok()?),
+        4 => (
+            digits[..2].parse::<i32>().ok()?,
+            digits[2..].parse::<i32>().ok()?,
+        ),
         _ => return None,
     };
     if h > 23 || m > 59 {
@@ -358,9 +361,10 @@ impl Period {
             }
             out = local_to_utc_millis(tz, nd).ok_or_else(overflow)?;
         }
-        let fixed = (self.hours * 3_600_000 + self.minutes * 60_000 + self.seconds * 1000 + self.millis)
-            .checked_mul(n)
-            .ok_or_else(overflow)?;
+        let fixed =
+            (self.hours * 3_600_000 + self.minutes * 60_000 + self.seconds * 1000 + self.millis)
+                .checked_mul(n)
+                .ok_or_else(overflow)?;
         out.checked_add(fixed).ok_or_else(overflow)
     }
 }
@@ -371,7 +375,10 @@ fn add_months(dt: NaiveDateTime, months: i64) -> Option<NaiveDateTime> {
     let m = total.rem_euclid(12) as u32 + 1;
     let last = last_day_of_month(y, m)?;
     let d = dt.day().min(last);
-    Some(NaiveDateTime::new(NaiveDate::from_ymd_opt(y, m, d)?, dt.time()))
+    Some(NaiveDateTime::new(
+        NaiveDate::from_ymd_opt(y, m, d)?,
+        dt.time(),
+    ))
 }
 
 fn last_day_of_month(y: i32, m: u32) -> Option<u32> {
@@ -400,7 +407,12 @@ impl fmt::Display for Period {
             return f.write_str("PT0S");
         }
         f.write_str("P")?;
-        for (v, u) in [(self.years, 'Y'), (self.months, 'M'), (self.weeks, 'W'), (self.days, 'D')] {
+        for (v, u) in [
+            (self.years, 'Y'),
+            (self.months, 'M'),
+            (self.weeks, 'W'),
+            (self.days, 'D'),
+        ] {
             if v != 0 {
                 write!(f, "{v}{u}")?;
             }
@@ -437,7 +449,12 @@ impl FromStr for Period {
 ///
 /// # Errors
 /// When the period is zero or negative, or arithmetic overflows.
-pub fn floor_to_period(ms: i64, period: &Period, origin: Option<i64>, tz: &Tz) -> Result<i64, TimeError> {
+pub fn floor_to_period(
+    ms: i64,
+    period: &Period,
+    origin: Option<i64>,
+    tz: &Tz,
+) -> Result<i64, TimeError> {
     if period.is_zero() {
         return err("period must not be zero");
     }
@@ -450,7 +467,13 @@ pub fn floor_to_period(ms: i64, period: &Period, origin: Option<i64>, tz: &Tz) -
         }
         let o = match origin {
             Some(o) => o,
-            None if period.weeks != 0 && period.days == 0 && period.hours == 0 && period.minutes == 0 && period.seconds == 0 && period.millis == 0 => {
+            None if period.weeks != 0
+                && period.days == 0
+                && period.hours == 0
+                && period.minutes == 0
+                && period.seconds == 0
+                && period.millis == 0 =>
+            {
                 // Druid (Joda) aligns weeks to Monday: 1970-01-05 is the first Monday.
                 4 * 86_400_000
             }
@@ -475,8 +498,16 @@ pub fn floor_to_period(ms: i64, period: &Period, origin: Option<i64>, tz: &Tz) -
             .and_time(NaiveTime::MIN),
     };
     if period.years != 0 || period.months != 0 {
-        if !(period.weeks == 0 && period.days == 0 && period.hours == 0 && period.minutes == 0 && period.seconds == 0 && period.millis == 0) {
-            return err(format!("period [{period}] mixes months or years with smaller units; not supported"));
+        if !(period.weeks == 0
+            && period.days == 0
+            && period.hours == 0
+            && period.minutes == 0
+            && period.seconds == 0
+            && period.millis == 0)
+        {
+            return err(format!(
+                "period [{period}] mixes months or years with smaller units; not supported"
+            ));
         }
         let step = period.years * 12 + period.months;
         if step <= 0 {
@@ -497,9 +528,12 @@ pub fn floor_to_period(ms: i64, period: &Period, origin: Option<i64>, tz: &Tz) -
     }
     // Days/weeks (possibly with a fixed part) in a non-UTC zone: count local-day steps.
     let step_days = period.weeks * 7 + period.days;
-    let fixed = period.hours * 3_600_000 + period.minutes * 60_000 + period.seconds * 1000 + period.millis;
+    let fixed =
+        period.hours * 3_600_000 + period.minutes * 60_000 + period.seconds * 1000 + period.millis;
     if fixed != 0 {
-        return err(format!("period [{period}] mixes days with hours in a non-UTC time zone; not supported"));
+        return err(format!(
+            "period [{period}] mixes days with hours in a non-UTC time zone; not supported"
+        ));
     }
     if step_days <= 0 {
         return err(format!("period [{period}] must be positive"));
@@ -524,7 +558,10 @@ pub struct Interval {
 
 impl Interval {
     /// The interval covering all time, as Druid's `Intervals.ETERNITY`.
-    pub const ETERNITY: Interval = Interval { start: MIN_INSTANT, end: MAX_INSTANT };
+    pub const ETERNITY: Interval = Interval {
+        start: MIN_INSTANT,
+        end: MAX_INSTANT,
+    };
 
     /// Builds `[start, end)`.
     ///
@@ -551,7 +588,11 @@ impl Interval {
         let (a, b) = t
             .split_once('/')
             .or_else(|| t.split_once('_'))
-            .ok_or_else(|| TimeError(format!("invalid ISO 8601 interval [{s}]: expected start/end")))?;
+            .ok_or_else(|| {
+                TimeError(format!(
+                    "invalid ISO 8601 interval [{s}]: expected start/end"
+                ))
+            })?;
         let wrap = |e: TimeError| TimeError(format!("invalid ISO 8601 interval [{s}]: {}", e.0));
         let is_period = |x: &str| x.starts_with('P') || x.starts_with('p');
         let (start, end) = if is_period(a) {
@@ -563,7 +604,10 @@ impl Interval {
             let p = Period::parse(b).map_err(wrap)?;
             (start, p.add_to(start, 1, &Tz::UTC).map_err(wrap)?)
         } else {
-            (parse_iso_instant(a).map_err(wrap)?, parse_iso_instant(b).map_err(wrap)?)
+            (
+                parse_iso_instant(a).map_err(wrap)?,
+                parse_iso_instant(b).map_err(wrap)?,
+            )
         };
         Interval::new(start, end).map_err(wrap)
     }
@@ -597,13 +641,22 @@ impl Interval {
 
     /// The interval as Druid prints it inside segment ids: start and end joined by `_`.
     pub fn to_underscore_string(&self) -> String {
-        format!("{}_{}", format_iso_millis(self.start), format_iso_millis(self.end))
+        format!(
+            "{}_{}",
+            format_iso_millis(self.start),
+            format_iso_millis(self.end)
+        )
     }
 }
 
 impl fmt::Display for Interval {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", format_iso_millis(self.start), format_iso_millis(self.end))
+        write!(
+            f,
+            "{}/{}",
+            format_iso_millis(self.start),
+            format_iso_millis(self.end)
+        )
     }
 }
 
@@ -710,7 +763,12 @@ impl Granularity {
             .iter()
             .find(|(_, p)| Period::parse(p).ok() == Some(period))
             .map(|(n, _)| *n);
-        Ok(Granularity::Period { period, tz: Tz::UTC, origin: None, name })
+        Ok(Granularity::Period {
+            period,
+            tz: Tz::UTC,
+            origin: None,
+            name,
+        })
     }
 
     /// Start of the bucket containing `ms`.
@@ -718,9 +776,9 @@ impl Granularity {
         match self {
             Granularity::None => ms,
             Granularity::All => MIN_INSTANT,
-            Granularity::Period { period, tz, origin, .. } => {
-                floor_to_period(ms, period, *origin, tz).unwrap_or(ms)
-            }
+            Granularity::Period {
+                period, tz, origin, ..
+            } => floor_to_period(ms, period, *origin, tz).unwrap_or(ms),
             Granularity::Duration { duration, origin } => {
                 if *duration <= 0 {
                     ms
@@ -746,7 +804,10 @@ impl Granularity {
     /// The bucket containing `ms`.
     pub fn bucket(&self, ms: i64) -> Interval {
         let s = self.bucket_start(ms);
-        Interval { start: s, end: self.bucket_end(s) }
+        Interval {
+            start: s,
+            end: self.bucket_end(s),
+        }
     }
 
     /// The buckets overlapping `interval`, in order (at most `limit` of them).
@@ -777,12 +838,22 @@ impl Granularity {
             Granularity::None => json!("NONE"),
             Granularity::All => json!("ALL"),
             Granularity::Period { name: Some(n), .. } => json!(n),
-            Granularity::Period { period, tz, origin, name: None } => {
+            Granularity::Period {
+                period,
+                tz,
+                origin,
+                name: None,
+            } => {
                 let mut o = serde_json::Map::new();
                 o.insert("type".into(), json!("period"));
                 o.insert("period".into(), json!(period.to_string()));
                 o.insert("timeZone".into(), json!(tz.name()));
-                o.insert("origin".into(), origin.map(|x| json!(format_iso_millis(x))).unwrap_or(serde_json::Value::Null));
+                o.insert(
+                    "origin".into(),
+                    origin
+                        .map(|x| json!(format_iso_millis(x)))
+                        .unwrap_or(serde_json::Value::Null),
+                );
                 serde_json::Value::Object(o)
             }
             Granularity::Duration { duration, origin } => json!({
@@ -802,10 +873,9 @@ impl Granularity {
         match v {
             serde_json::Value::String(s) => Granularity::from_name(s),
             serde_json::Value::Object(o) => {
-                let ty = o
-                    .get("type")
-                    .and_then(|t| t.as_str())
-                    .ok_or_else(|| TimeError("granularity object needs a string field [type]".into()))?;
+                let ty = o.get("type").and_then(|t| t.as_str()).ok_or_else(|| {
+                    TimeError("granularity object needs a string field [type]".into())
+                })?;
                 let origin = match o.get("origin") {
                     None | Some(serde_json::Value::Null) => None,
                     Some(serde_json::Value::String(s)) => Some(parse_iso_instant(s)?),
@@ -814,10 +884,9 @@ impl Granularity {
                 };
                 match ty {
                     "period" => {
-                        let p = o
-                            .get("period")
-                            .and_then(|p| p.as_str())
-                            .ok_or_else(|| TimeError("period granularity needs a string field [period]".into()))?;
+                        let p = o.get("period").and_then(|p| p.as_str()).ok_or_else(|| {
+                            TimeError("period granularity needs a string field [period]".into())
+                        })?;
                         let period = Period::parse(p)?;
                         if period.fixed_millis() <= 0 && period.years <= 0 && period.months <= 0 {
                             return err(format!("granularity period [{p}] must be positive"));
@@ -826,17 +895,26 @@ impl Granularity {
                             Some(t) => parse_time_zone(t)?,
                             None => Tz::UTC,
                         };
-                        Ok(Granularity::Period { period, tz, origin, name: None })
+                        Ok(Granularity::Period {
+                            period,
+                            tz,
+                            origin,
+                            name: None,
+                        })
                     }
                     "duration" => {
-                        let d = o
-                            .get("duration")
-                            .and_then(|d| d.as_i64())
-                            .ok_or_else(|| TimeError("duration granularity needs an integer field [duration]".into()))?;
+                        let d = o.get("duration").and_then(|d| d.as_i64()).ok_or_else(|| {
+                            TimeError(
+                                "duration granularity needs an integer field [duration]".into(),
+                            )
+                        })?;
                         if d <= 0 {
                             return err(format!("granularity duration [{d}] must be positive"));
                         }
-                        Ok(Granularity::Duration { duration: d, origin: origin.unwrap_or(0) })
+                        Ok(Granularity::Duration {
+                            duration: d,
+                            origin: origin.unwrap_or(0),
+                        })
                     }
                     other => Granularity::from_name(other),
                 }
@@ -884,9 +962,18 @@ mod tests {
         assert_eq!(ms, 1_442_018_818_771);
         assert_eq!(format_iso_millis(ms), "2015-09-12T00:46:58.771Z");
         assert_eq!(parse_iso_instant("2015-09-12").unwrap(), 1_442_016_000_000);
-        assert_eq!(parse_iso_instant("2015-09-12 00:00:00").unwrap(), 1_442_016_000_000);
-        assert_eq!(parse_iso_instant("2015-09-12T02:00:00+02:00").unwrap(), 1_442_016_000_000);
-        assert_eq!(parse_iso_instant("2015-09-12T00:00:00.5").unwrap(), 1_442_016_000_500);
+        assert_eq!(
+            parse_iso_instant("2015-09-12 00:00:00").unwrap(),
+            1_442_016_000_000
+        );
+        assert_eq!(
+            parse_iso_instant("2015-09-12T02:00:00+02:00").unwrap(),
+            1_442_016_000_000
+        );
+        assert_eq!(
+            parse_iso_instant("2015-09-12T00:00:00.5").unwrap(),
+            1_442_016_000_500
+        );
         assert!(parse_iso_instant("2015-13-12").is_err());
         assert!(parse_iso_instant("yesterday").is_err());
         assert!(parse_iso_instant("").is_err());
@@ -903,14 +990,20 @@ mod tests {
         assert!(Period::parse("1D").is_err());
         assert!(Period::parse("PT1D").is_err());
         let jan31 = parse_iso_instant("2015-01-31").unwrap();
-        let feb = Period::parse("P1M").unwrap().add_to(jan31, 1, &Tz::UTC).unwrap();
+        let feb = Period::parse("P1M")
+            .unwrap()
+            .add_to(jan31, 1, &Tz::UTC)
+            .unwrap();
         assert_eq!(format_iso_millis(feb), "2015-02-28T00:00:00.000Z");
     }
 
     #[test]
     fn intervals() {
         let i = Interval::parse("2015-09-12/2015-09-13").unwrap();
-        assert_eq!(i.to_string(), "2015-09-12T00:00:00.000Z/2015-09-13T00:00:00.000Z");
+        assert_eq!(
+            i.to_string(),
+            "2015-09-12T00:00:00.000Z/2015-09-13T00:00:00.000Z"
+        );
         assert_eq!(i.duration_ms(), 86_400_000);
         assert_eq!(Interval::parse("2015-09-12/P1D").unwrap(), i);
         assert_eq!(Interval::parse("P1D/2015-09-13").unwrap(), i);
@@ -922,20 +1015,41 @@ mod tests {
     fn granularity_buckets() {
         let day = Granularity::from_name("day").unwrap();
         let t = parse_iso_instant("2015-09-12T13:14:15.123Z").unwrap();
-        assert_eq!(format_iso_millis(day.bucket_start(t)), "2015-09-12T00:00:00.000Z");
+        assert_eq!(
+            format_iso_millis(day.bucket_start(t)),
+            "2015-09-12T00:00:00.000Z"
+        );
         let hour = Granularity::from_name("HOUR").unwrap();
-        assert_eq!(format_iso_millis(hour.bucket_start(t)), "2015-09-12T13:00:00.000Z");
+        assert_eq!(
+            format_iso_millis(hour.bucket_start(t)),
+            "2015-09-12T13:00:00.000Z"
+        );
         let month = Granularity::from_name("month").unwrap();
         let b = month.bucket(t);
-        assert_eq!(b.to_string(), "2015-09-01T00:00:00.000Z/2015-10-01T00:00:00.000Z");
+        assert_eq!(
+            b.to_string(),
+            "2015-09-01T00:00:00.000Z/2015-10-01T00:00:00.000Z"
+        );
         let week = Granularity::from_name("week").unwrap();
-        assert_eq!(format_iso_millis(week.bucket_start(t)), "2015-09-07T00:00:00.000Z");
+        assert_eq!(
+            format_iso_millis(week.bucket_start(t)),
+            "2015-09-07T00:00:00.000Z"
+        );
         let year = Granularity::from_name("year").unwrap();
-        assert_eq!(format_iso_millis(year.bucket_start(t)), "2015-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_iso_millis(year.bucket_start(t)),
+            "2015-01-01T00:00:00.000Z"
+        );
         assert_eq!(Granularity::None.bucket_start(t), t);
         assert!(Granularity::from_name("fortnight").is_err());
-        let la = Granularity::from_json(&serde_json::json!({"type":"period","period":"P1D","timeZone":"America/Los_Angeles"})).unwrap();
-        assert_eq!(format_iso_millis(la.bucket_start(t)), "2015-09-12T07:00:00.000Z");
+        let la = Granularity::from_json(
+            &serde_json::json!({"type":"period","period":"P1D","timeZone":"America/Los_Angeles"}),
+        )
+        .unwrap();
+        assert_eq!(
+            format_iso_millis(la.bucket_start(t)),
+            "2015-09-12T07:00:00.000Z"
+        );
         assert_eq!(day.to_json(), serde_json::json!("DAY"));
     }
 

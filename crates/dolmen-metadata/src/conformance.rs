@@ -10,8 +10,8 @@ use dolmen_common::Interval;
 use dolmen_segment::{LoadSpec, Timeline};
 
 use crate::{
-    MetadataError, MetadataStore, NewSegment, PublishMode, PublishRequest, RunnerStatus, TaskFilter,
-    TaskLocation, TaskLockRecord, TaskRecord, TaskState, TaskStatusUpdate,
+    MetadataError, MetadataStore, NewSegment, PublishMode, PublishRequest, RunnerStatus,
+    TaskFilter, TaskLocation, TaskLockRecord, TaskRecord, TaskState, TaskStatusUpdate,
 };
 
 fn new_segment(interval: &str, path: &str) -> NewSegment {
@@ -32,8 +32,13 @@ pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
     let out = store
         .publish_segments(PublishRequest {
             data_source: "ds".into(),
-            segments: vec![new_segment("2015-09-12/2015-09-13", "/a"), new_segment("2015-09-12/2015-09-13", "/b")],
-            mode: PublishMode::Overwrite { version: "v1".into() },
+            segments: vec![
+                new_segment("2015-09-12/2015-09-13", "/a"),
+                new_segment("2015-09-12/2015-09-13", "/b"),
+            ],
+            mode: PublishMode::Overwrite {
+                version: "v1".into(),
+            },
             drop_existing: vec![],
         })
         .await
@@ -46,7 +51,9 @@ pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
         .publish_segments(PublishRequest {
             data_source: "ds".into(),
             segments: vec![new_segment("2015-09-12/2015-09-13", "/c")],
-            mode: PublishMode::Overwrite { version: "v2".into() },
+            mode: PublishMode::Overwrite {
+                version: "v2".into(),
+            },
             drop_existing: vec![],
         })
         .await
@@ -60,8 +67,13 @@ pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
     let err = store
         .publish_segments(PublishRequest {
             data_source: "ds".into(),
-            segments: vec![new_segment("2015-09-13/2015-09-14", "/x"), new_segment("2015-09-12/2015-09-13", "/d")],
-            mode: PublishMode::Overwrite { version: "v2".into() },
+            segments: vec![
+                new_segment("2015-09-13/2015-09-14", "/x"),
+                new_segment("2015-09-12/2015-09-13", "/d"),
+            ],
+            mode: PublishMode::Overwrite {
+                version: "v2".into(),
+            },
             drop_existing: vec![],
         })
         .await
@@ -84,7 +96,9 @@ pub async fn publish_append(store: &dyn MetadataStore) {
     let req = |path: &str| PublishRequest {
         data_source: "ds".into(),
         segments: vec![new_segment("2015-09-12/2015-09-13", path)],
-        mode: PublishMode::Append { version_if_new: format!("v{path}") },
+        mode: PublishMode::Append {
+            version_if_new: format!("v{path}"),
+        },
         drop_existing: vec![],
     };
     let a = store.publish_segments(req("1")).await.unwrap();
@@ -93,14 +107,23 @@ pub async fn publish_append(store: &dyn MetadataStore) {
     let b = store.publish_segments(req("2")).await.unwrap();
     assert_eq!(b[0].version, "v1");
     assert_eq!(b[0].shard_spec.partition_num(), 1);
-    let tl = Timeline::build(store.used_segments("ds", None).await.unwrap().into_iter().map(Arc::new));
+    let tl = Timeline::build(
+        store
+            .used_segments("ds", None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(Arc::new),
+    );
     assert_eq!(tl.visible_segments().len(), 2);
     // Appending an HOUR chunk into a DAY chunk is refused.
     let err = store
         .publish_segments(PublishRequest {
             data_source: "ds".into(),
             segments: vec![new_segment("2015-09-12T01/2015-09-12T02", "/h")],
-            mode: PublishMode::Append { version_if_new: "v9".into() },
+            mode: PublishMode::Append {
+                version_if_new: "v9".into(),
+            },
             drop_existing: vec![],
         })
         .await
@@ -110,12 +133,17 @@ pub async fn publish_append(store: &dyn MetadataStore) {
 
 /// `dropExisting` marks older segments inside the intervals unused in the same transaction.
 pub async fn publish_drop_existing(store: &dyn MetadataStore) {
-    for (iv, p) in [("2015-09-12/2015-09-13", "/a"), ("2015-09-13/2015-09-14", "/b")] {
+    for (iv, p) in [
+        ("2015-09-12/2015-09-13", "/a"),
+        ("2015-09-13/2015-09-14", "/b"),
+    ] {
         store
             .publish_segments(PublishRequest {
                 data_source: "ds".into(),
                 segments: vec![new_segment(iv, p)],
-                mode: PublishMode::Overwrite { version: "v1".into() },
+                mode: PublishMode::Overwrite {
+                    version: "v1".into(),
+                },
                 drop_existing: vec![],
             })
             .await
@@ -125,7 +153,9 @@ pub async fn publish_drop_existing(store: &dyn MetadataStore) {
         .publish_segments(PublishRequest {
             data_source: "ds".into(),
             segments: vec![new_segment("2015-09-12/2015-09-13", "/c")],
-            mode: PublishMode::Overwrite { version: "v2".into() },
+            mode: PublishMode::Overwrite {
+                version: "v2".into(),
+            },
             drop_existing: vec![Interval::parse("2015-09-12/2015-09-14").unwrap()],
         })
         .await
@@ -160,7 +190,10 @@ pub async fn tasks_round_trip(store: &dyn MetadataStore) {
     store.insert_task(&task("t1", "a", 1000)).await.unwrap();
     store.insert_task(&task("t2", "b", 2000)).await.unwrap();
     store.insert_task(&task("t3", "a", 3000)).await.unwrap();
-    assert!(matches!(store.insert_task(&task("t1", "a", 1)).await, Err(MetadataError::Conflict(_))));
+    assert!(matches!(
+        store.insert_task(&task("t1", "a", 1)).await,
+        Err(MetadataError::Conflict(_))
+    ));
     store
         .update_task_status(&TaskStatusUpdate {
             id: "t1".into(),
@@ -168,7 +201,11 @@ pub async fn tasks_round_trip(store: &dyn MetadataStore) {
             runner_status: RunnerStatus::None,
             duration_ms: 5,
             error_msg: Some("boom".into()),
-            location: TaskLocation { host: Some("localhost".into()), port: 8888, tls_port: -1 },
+            location: TaskLocation {
+                host: Some("localhost".into()),
+                port: 8888,
+                tls_port: -1,
+            },
         })
         .await
         .unwrap();
@@ -178,23 +215,42 @@ pub async fn tasks_round_trip(store: &dyn MetadataStore) {
     assert_eq!(t1.location.port, 8888);
     assert!(store.get_task("nope").await.unwrap().is_none());
     let running = store
-        .list_tasks(&TaskFilter { statuses: Some(vec![TaskState::Running]), ..Default::default() })
+        .list_tasks(&TaskFilter {
+            statuses: Some(vec![TaskState::Running]),
+            ..Default::default()
+        })
         .await
         .unwrap();
-    assert_eq!(running.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), vec!["t3", "t2"]);
+    assert_eq!(
+        running.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        vec!["t3", "t2"]
+    );
     let a = store
-        .list_tasks(&TaskFilter { data_source: Some("a".into()), max: Some(1), ..Default::default() })
+        .list_tasks(&TaskFilter {
+            data_source: Some("a".into()),
+            max: Some(1),
+            ..Default::default()
+        })
         .await
         .unwrap();
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].id, "t3");
     let created = store
-        .list_tasks(&TaskFilter { created: Some(Interval { start: 1500, end: 2500 }), ..Default::default() })
+        .list_tasks(&TaskFilter {
+            created: Some(Interval {
+                start: 1500,
+                end: 2500,
+            }),
+            ..Default::default()
+        })
         .await
         .unwrap();
     assert_eq!(created.len(), 1);
     assert_eq!(created[0].id, "t2");
-    store.set_task_report("t1", &serde_json::json!({"x": 1})).await.unwrap();
+    store
+        .set_task_report("t1", &serde_json::json!({"x": 1}))
+        .await
+        .unwrap();
     assert_eq!(store.task_report("t1").await.unwrap().unwrap()["x"], 1);
     assert!(store.task_report("t2").await.unwrap().is_none());
     assert!(matches!(
@@ -253,7 +309,11 @@ macro_rules! metadata_store_conformance {
 
 #[cfg(test)]
 mod sqlite_in_memory {
-    crate::metadata_store_conformance!(crate::SqlMetadataStore::connect("sqlite::memory:").await.unwrap());
+    crate::metadata_store_conformance!(
+        crate::SqlMetadataStore::connect("sqlite::memory:")
+            .await
+            .unwrap()
+    );
 }
 
 #[cfg(test)]
@@ -261,10 +321,19 @@ mod sqlite_file {
     use std::sync::OnceLock;
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     fn path(name: &str) -> std::path::PathBuf {
-        DIR.get_or_init(|| tempfile::tempdir().unwrap()).path().join(format!("{name}-{}.db", uuid_like()))
+        DIR.get_or_init(|| tempfile::tempdir().unwrap())
+            .path()
+            .join(format!("{name}-{}.db", uuid_like()))
     }
     fn uuid_like() -> u128 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
     }
-    crate::metadata_store_conformance!(crate::SqlMetadataStore::open_sqlite(&path("m")).await.unwrap());
+    crate::metadata_store_conformance!(
+        crate::SqlMetadataStore::open_sqlite(&path("m"))
+            .await
+            .unwrap()
+    );
 }

@@ -77,7 +77,11 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
     async fn publish_segments(&self, req: PublishRequest) -> Result<Vec<DataSegment>>;
 
     /// All used segments of a datasource, optionally only those overlapping `interval`.
-    async fn used_segments(&self, data_source: &str, interval: Option<Interval>) -> Result<Vec<DataSegment>>;
+    async fn used_segments(
+        &self,
+        data_source: &str,
+        interval: Option<Interval>,
+    ) -> Result<Vec<DataSegment>>;
 
     /// All used segments of all datasources.
     async fn all_used_segments(&self) -> Result<Vec<DataSegment>>;
@@ -89,7 +93,11 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
     async fn mark_segments_unused(&self, segment_ids: &[String]) -> Result<u64>;
 
     /// The highest version among used segments of `data_source` overlapping `interval`.
-    async fn max_used_version(&self, data_source: &str, interval: Interval) -> Result<Option<String>>;
+    async fn max_used_version(
+        &self,
+        data_source: &str,
+        interval: Interval,
+    ) -> Result<Option<String>>;
 
     // --- tasks ---
 

@@ -39,7 +39,8 @@ impl SqlMetadataStore {
     /// When the file cannot be created or opened, or a migration fails.
     pub async fn open_sqlite(path: &Path) -> Result<SqlMetadataStore> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| MetadataError::Database(sqlx::Error::Io(e)))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| MetadataError::Database(sqlx::Error::Io(e)))?;
         }
         let url = format!("sqlite://{}?mode=rwc", path.display());
         SqlMetadataStore::connect(&url).await
@@ -58,7 +59,10 @@ impl SqlMetadataStore {
         let mut pool_opts = AnyPoolOptions::new().max_connections(if is_memory { 1 } else { 8 });
         if is_memory {
             // One connection that never closes, or the in-memory database would vanish.
-            pool_opts = pool_opts.min_connections(1).idle_timeout(None).max_lifetime(None);
+            pool_opts = pool_opts
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
         }
         if is_sqlite {
             pool_opts = pool_opts.after_connect(|conn, _meta| {
@@ -74,7 +78,10 @@ impl SqlMetadataStore {
         }
         let pool = pool_opts.connect_with(opts).await?;
         MIGRATOR.run(&pool).await?;
-        Ok(SqlMetadataStore { pool, write_lock: Mutex::new(()) })
+        Ok(SqlMetadataStore {
+            pool,
+            write_lock: Mutex::new(()),
+        })
     }
 
     /// Closes the connection pool (flushing SQLite's WAL).
@@ -84,7 +91,11 @@ impl SqlMetadataStore {
 }
 
 fn corrupt(what: &'static str, id: &str, e: impl std::fmt::Display) -> MetadataError {
-    MetadataError::Corrupt { what, id: id.to_string(), reason: e.to_string() }
+    MetadataError::Corrupt {
+        what,
+        id: id.to_string(),
+        reason: e.to_string(),
+    }
 }
 
 fn decode_segment(row: &AnyRow) -> Result<DataSegment> {
@@ -100,7 +111,8 @@ fn decode_task(row: &AnyRow) -> Result<TaskRecord> {
     let payload: String = row.try_get("payload")?;
     let location: Option<String> = row.try_get("location")?;
     Ok(TaskRecord {
-        status: TaskState::parse(&status).ok_or_else(|| corrupt("task", &id, format!("status {status}")))?,
+        status: TaskState::parse(&status)
+            .ok_or_else(|| corrupt("task", &id, format!("status {status}")))?,
         runner_status: RunnerStatus::parse(&runner)
             .ok_or_else(|| corrupt("task", &id, format!("runner status {runner}")))?,
         payload: serde_json::from_str(&payload).map_err(|e| corrupt("task", &id, e))?,
@@ -145,11 +157,15 @@ impl MetadataStore for SqlMetadataStore {
             .bind(interval.start)
             .fetch_all(&mut *tx)
             .await?;
-            let existing: Vec<DataSegment> = rows.iter().map(decode_segment).collect::<Result<_>>()?;
+            let existing: Vec<DataSegment> =
+                rows.iter().map(decode_segment).collect::<Result<_>>()?;
 
             let (version, first_partition, core) = match &req.mode {
                 PublishMode::Overwrite { version } => {
-                    if existing.iter().any(|s| s.interval == interval && &s.version == version) {
+                    if existing
+                        .iter()
+                        .any(|s| s.interval == interval && &s.version == version)
+                    {
                         return Err(MetadataError::Conflict(format!(
                             "segments of datasource [{}] interval [{interval}] version [{version}] already exist",
                             req.data_source
@@ -167,9 +183,19 @@ impl MetadataStore for SqlMetadataStore {
                     match existing.iter().map(|s| s.version.as_str()).max() {
                         None => (version_if_new.clone(), 0, 0),
                         Some(v) => {
-                            let same: Vec<&DataSegment> = existing.iter().filter(|s| s.version == v).collect();
-                            let next = same.iter().map(|s| s.shard_spec.partition_num()).max().unwrap_or(0) + 1;
-                            let core = same.iter().map(|s| s.shard_spec.core_partitions()).max().unwrap_or(0);
+                            let same: Vec<&DataSegment> =
+                                existing.iter().filter(|s| s.version == v).collect();
+                            let next = same
+                                .iter()
+                                .map(|s| s.shard_spec.partition_num())
+                                .max()
+                                .unwrap_or(0)
+                                + 1;
+                            let core = same
+                                .iter()
+                                .map(|s| s.shard_spec.core_partitions())
+                                .max()
+                                .unwrap_or(0);
                             (v.to_string(), next, core)
                         }
                     }
@@ -191,7 +217,10 @@ impl MetadataStore for SqlMetadataStore {
                     load_spec: s.load_spec.clone(),
                     dimensions: s.dimensions.join(","),
                     metrics: s.metrics.join(","),
-                    shard_spec: ShardSpec::Numbered { partition_num, partitions: core },
+                    shard_spec: ShardSpec::Numbered {
+                        partition_num,
+                        partitions: core,
+                    },
                     binary_version: 9,
                     size: s.size,
                     num_rows: s.num_rows,
@@ -199,7 +228,8 @@ impl MetadataStore for SqlMetadataStore {
                     last_compaction_state: None,
                     identifier: id.to_string(),
                 };
-                let payload = serde_json::to_string(&seg).map_err(|e| corrupt("segment", &seg.identifier, e))?;
+                let payload = serde_json::to_string(&seg)
+                    .map_err(|e| corrupt("segment", &seg.identifier, e))?;
                 let res = sqlx::query(
                     "INSERT INTO segments (id, datasource, start_ms, end_ms, version, partition_num, used, used_status_last_updated, created_ms, payload) VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9)",
                 )
@@ -218,7 +248,10 @@ impl MetadataStore for SqlMetadataStore {
                     if let sqlx::Error::Database(db) = &e
                         && db.is_unique_violation()
                     {
-                        return Err(MetadataError::Conflict(format!("segment [{}] already exists", seg.identifier)));
+                        return Err(MetadataError::Conflict(format!(
+                            "segment [{}] already exists",
+                            seg.identifier
+                        )));
                     }
                     return Err(e.into());
                 }
@@ -259,7 +292,11 @@ impl MetadataStore for SqlMetadataStore {
         Ok(published)
     }
 
-    async fn used_segments(&self, data_source: &str, interval: Option<Interval>) -> Result<Vec<DataSegment>> {
+    async fn used_segments(
+        &self,
+        data_source: &str,
+        interval: Option<Interval>,
+    ) -> Result<Vec<DataSegment>> {
         let iv = interval.unwrap_or(Interval::ETERNITY);
         let rows = sqlx::query(
             "SELECT id, payload FROM segments WHERE datasource = $1 AND used = 1 AND start_ms < $2 AND end_ms > $3 ORDER BY start_ms, version, partition_num",
@@ -280,10 +317,14 @@ impl MetadataStore for SqlMetadataStore {
     }
 
     async fn data_sources(&self) -> Result<Vec<String>> {
-        let rows = sqlx::query("SELECT DISTINCT datasource FROM segments WHERE used = 1 ORDER BY datasource")
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(|r| r.try_get::<String, _>("datasource").map_err(Into::into)).collect()
+        let rows = sqlx::query(
+            "SELECT DISTINCT datasource FROM segments WHERE used = 1 ORDER BY datasource",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("datasource").map_err(Into::into))
+            .collect()
     }
 
     async fn mark_segments_unused(&self, segment_ids: &[String]) -> Result<u64> {
@@ -303,7 +344,11 @@ impl MetadataStore for SqlMetadataStore {
         Ok(n)
     }
 
-    async fn max_used_version(&self, data_source: &str, interval: Interval) -> Result<Option<String>> {
+    async fn max_used_version(
+        &self,
+        data_source: &str,
+        interval: Interval,
+    ) -> Result<Option<String>> {
         let row = sqlx::query(
             "SELECT MAX(version) AS v FROM segments WHERE datasource = $1 AND used = 1 AND start_ms < $2 AND end_ms > $3",
         )
@@ -317,7 +362,8 @@ impl MetadataStore for SqlMetadataStore {
 
     async fn insert_task(&self, task: &TaskRecord) -> Result<()> {
         let _guard = self.write_lock.lock().await;
-        let location = serde_json::to_string(&task.location).map_err(|e| corrupt("task", &task.id, e))?;
+        let location =
+            serde_json::to_string(&task.location).map_err(|e| corrupt("task", &task.id, e))?;
         let res = sqlx::query(
             "INSERT INTO tasks (id, task_type, group_id, datasource, created_ms, queue_insertion_ms, status, runner_status, duration_ms, error_msg, location, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
@@ -337,9 +383,9 @@ impl MetadataStore for SqlMetadataStore {
         .await;
         match res {
             Ok(_) => Ok(()),
-            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-                Err(MetadataError::Conflict(format!("Task [{}] already exists", task.id)))
-            }
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => Err(
+                MetadataError::Conflict(format!("Task [{}] already exists", task.id)),
+            ),
             Err(e) => Err(e.into()),
         }
     }
@@ -360,7 +406,10 @@ impl MetadataStore for SqlMetadataStore {
         .await?
         .rows_affected();
         if n == 0 {
-            return Err(MetadataError::NotFound(format!("Cannot find any task with id: [{}]", u.id)));
+            return Err(MetadataError::NotFound(format!(
+                "Cannot find any task with id: [{}]",
+                u.id
+            )));
         }
         Ok(())
     }
@@ -374,7 +423,9 @@ impl MetadataStore for SqlMetadataStore {
             .await?
             .rows_affected();
         if n == 0 {
-            return Err(MetadataError::NotFound(format!("Cannot find any task with id: [{task_id}]")));
+            return Err(MetadataError::NotFound(format!(
+                "Cannot find any task with id: [{task_id}]"
+            )));
         }
         Ok(())
     }
@@ -388,16 +439,20 @@ impl MetadataStore for SqlMetadataStore {
             None => Ok(None),
             Some(r) => match r.try_get::<Option<String>, _>("report")? {
                 None => Ok(None),
-                Some(s) => Ok(Some(serde_json::from_str(&s).map_err(|e| corrupt("task report", task_id, e))?)),
+                Some(s) => Ok(Some(
+                    serde_json::from_str(&s).map_err(|e| corrupt("task report", task_id, e))?,
+                )),
             },
         }
     }
 
     async fn get_task(&self, task_id: &str) -> Result<Option<TaskRecord>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1")))
-            .bind(task_id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"
+        )))
+        .bind(task_id)
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(decode_task).transpose()
     }
 
@@ -433,7 +488,11 @@ impl MetadataStore for SqlMetadataStore {
         }
         let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks");
         let created = f.created;
-        let (p_start, p_end) = if created.is_some() { (next(), next()) } else { (String::new(), String::new()) };
+        let (p_start, p_end) = if created.is_some() {
+            (next(), next())
+        } else {
+            (String::new(), String::new())
+        };
         if created.is_some() {
             clauses.push(format!("created_ms >= {p_start} AND created_ms < {p_end}"));
         }
@@ -493,7 +552,10 @@ impl MetadataStore for SqlMetadataStore {
                     id: r.try_get("id")?,
                     task_id: r.try_get("task_id")?,
                     data_source: r.try_get("datasource")?,
-                    interval: Interval { start: r.try_get("start_ms")?, end: r.try_get("end_ms")? },
+                    interval: Interval {
+                        start: r.try_get("start_ms")?,
+                        end: r.try_get("end_ms")?,
+                    },
                     version: r.try_get("version")?,
                     lock_type: r.try_get("lock_type")?,
                 })

@@ -95,7 +95,11 @@ pub struct TaskLocation {
 impl TaskLocation {
     /// The location of a task that is not placed anywhere.
     pub fn unknown() -> TaskLocation {
-        TaskLocation { host: None, port: -1, tls_port: -1 }
+        TaskLocation {
+            host: None,
+            port: -1,
+            tls_port: -1,
+        }
     }
 }
 

@@ -55,7 +55,9 @@ impl ColumnType {
     pub fn from_arrow(dt: &DataType) -> Option<ColumnType> {
         match dt {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(ColumnType::String),
-            DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => Some(ColumnType::Long),
+            DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => {
+                Some(ColumnType::Long)
+            }
             DataType::Float32 => Some(ColumnType::Float),
             DataType::Float64 => Some(ColumnType::Double),
             _ => None,
@@ -108,7 +110,9 @@ impl SegmentSchema {
 
     /// Dimension columns in order.
     pub fn dimensions(&self) -> impl Iterator<Item = &SegmentColumn> {
-        self.columns.iter().filter(|c| c.kind == ColumnKind::Dimension)
+        self.columns
+            .iter()
+            .filter(|c| c.kind == ColumnKind::Dimension)
     }
 
     /// Metric columns in order.
@@ -165,8 +169,15 @@ impl SegmentFileWriter {
     ///
     /// # Errors
     /// When the directory or file cannot be created.
-    pub fn create(path: &Path, schema: SchemaRef, compression: Compression) -> Result<SegmentFileWriter, SegmentFileError> {
-        let io = |source| SegmentFileError::Io { path: path.display().to_string(), source };
+    pub fn create(
+        path: &Path,
+        schema: SchemaRef,
+        compression: Compression,
+    ) -> Result<SegmentFileWriter, SegmentFileError> {
+        let io = |source| SegmentFileError::Io {
+            path: path.display().to_string(),
+            source,
+        };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
@@ -178,9 +189,18 @@ impl SegmentFileWriter {
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_created_by("dolmen".to_string())
             .build();
-        let writer = ArrowWriter::try_new(file, schema, Some(props))
-            .map_err(|source| SegmentFileError::Parquet { path: path.display().to_string(), source })?;
-        Ok(SegmentFileWriter { path: path.to_path_buf(), tmp, writer: Some(writer), rows: 0 })
+        let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
+            SegmentFileError::Parquet {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+        Ok(SegmentFileWriter {
+            path: path.to_path_buf(),
+            tmp,
+            writer: Some(writer),
+            rows: 0,
+        })
     }
 
     /// Appends a batch (rows must continue the sort order).
@@ -189,8 +209,10 @@ impl SegmentFileWriter {
     /// On encoding or I/O failure.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), SegmentFileError> {
         let w = self.writer.as_mut().expect("writer used after finish");
-        w.write(batch)
-            .map_err(|source| SegmentFileError::Parquet { path: self.path.display().to_string(), source })?;
+        w.write(batch).map_err(|source| SegmentFileError::Parquet {
+            path: self.path.display().to_string(),
+            source,
+        })?;
         self.rows += batch.num_rows() as u64;
         Ok(())
     }
@@ -206,11 +228,15 @@ impl SegmentFileWriter {
     /// On encoding or I/O failure (the temporary file is removed).
     pub fn finish(mut self) -> Result<u64, SegmentFileError> {
         let path = self.path.clone();
-        let io = |source| SegmentFileError::Io { path: path.display().to_string(), source };
+        let io = |source| SegmentFileError::Io {
+            path: path.display().to_string(),
+            source,
+        };
         let w = self.writer.take().expect("writer finished twice");
-        let f = w
-            .into_inner()
-            .map_err(|source| SegmentFileError::Parquet { path: path.display().to_string(), source })?;
+        let f = w.into_inner().map_err(|source| SegmentFileError::Parquet {
+            path: path.display().to_string(),
+            source,
+        })?;
         f.sync_all().map_err(io)?;
         drop(f);
         std::fs::rename(&self.tmp, &path).map_err(io)?;
@@ -256,8 +282,16 @@ mod tests {
     fn writes_readable_parquet() {
         let schema = SegmentSchema {
             columns: vec![
-                SegmentColumn { name: "page".into(), ty: ColumnType::String, kind: ColumnKind::Dimension },
-                SegmentColumn { name: "count".into(), ty: ColumnType::Long, kind: ColumnKind::Metric },
+                SegmentColumn {
+                    name: "page".into(),
+                    ty: ColumnType::String,
+                    kind: ColumnKind::Dimension,
+                },
+                SegmentColumn {
+                    name: "count".into(),
+                    ty: ColumnType::Long,
+                    kind: ColumnKind::Metric,
+                },
             ],
         };
         let arrow_schema = schema.arrow_schema();
@@ -272,7 +306,8 @@ mod tests {
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x/index.parquet");
-        let size = write_segment_file(&path, arrow_schema, &[batch], compression_for(None)).unwrap();
+        let size =
+            write_segment_file(&path, arrow_schema, &[batch], compression_for(None)).unwrap();
         assert!(size > 0);
         let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
             .unwrap()

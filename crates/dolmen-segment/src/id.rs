@@ -172,7 +172,10 @@ mod tests {
             id.to_string(),
             "wikipedia_2015-09-12T00:00:00.000Z_2015-09-13T00:00:00.000Z_2024-01-01T00:00:00.000Z"
         );
-        let id1 = SegmentId { partition_num: 3, ..id };
+        let id1 = SegmentId {
+            partition_num: 3,
+            ..id
+        };
         assert!(id1.to_string().ends_with("_2024-01-01T00:00:00.000Z_3"));
     }
 
@@ -182,10 +185,15 @@ mod tests {
             data_source: "wikipedia".into(),
             interval: Interval::parse("2015-09-12/2015-09-13").unwrap(),
             version: "v1".into(),
-            load_spec: LoadSpec::Local { path: "/x/index.parquet".into() },
+            load_spec: LoadSpec::Local {
+                path: "/x/index.parquet".into(),
+            },
             dimensions: "channel,page".into(),
             metrics: "count".into(),
-            shard_spec: ShardSpec::Numbered { partition_num: 0, partitions: 1 },
+            shard_spec: ShardSpec::Numbered {
+                partition_num: 0,
+                partitions: 1,
+            },
             binary_version: 9,
             size: 10,
             num_rows: 2,
@@ -194,7 +202,10 @@ mod tests {
             identifier: "wikipedia_2015-09-12T00:00:00.000Z_2015-09-13T00:00:00.000Z_v1".into(),
         };
         let v = serde_json::to_value(&seg).unwrap();
-        assert_eq!(v["interval"], "2015-09-12T00:00:00.000Z/2015-09-13T00:00:00.000Z");
+        assert_eq!(
+            v["interval"],
+            "2015-09-12T00:00:00.000Z/2015-09-13T00:00:00.000Z"
+        );
         assert_eq!(v["shardSpec"]["type"], "numbered");
         assert_eq!(v["shardSpec"]["partitionNum"], 0);
         assert_eq!(v["loadSpec"]["type"], "local");

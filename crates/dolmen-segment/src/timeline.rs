@@ -107,7 +107,10 @@ impl Timeline {
             covered.insert(set.interval);
         }
         entries.sort_by_key(|e| (e.interval.start, e.interval.end));
-        Timeline { entries, overshadowed }
+        Timeline {
+            entries,
+            overshadowed,
+        }
     }
 
     /// All visible entries, sorted by start.
@@ -178,7 +181,10 @@ impl CoveredSet {
                 break;
             }
             if s.start > cursor {
-                out.push(Interval { start: cursor, end: s.start });
+                out.push(Interval {
+                    start: cursor,
+                    end: s.start,
+                });
             }
             cursor = cursor.max(s.end);
             if cursor >= i.end {
@@ -186,7 +192,10 @@ impl CoveredSet {
             }
         }
         if cursor < i.end {
-            out.push(Interval { start: cursor, end: i.end });
+            out.push(Interval {
+                start: cursor,
+                end: i.end,
+            });
         }
         out
     }
@@ -221,10 +230,15 @@ mod tests {
             data_source: "ds".into(),
             interval,
             version: version.into(),
-            load_spec: LoadSpec::Local { path: format!("/{id}") },
+            load_spec: LoadSpec::Local {
+                path: format!("/{id}"),
+            },
             dimensions: String::new(),
             metrics: String::new(),
-            shard_spec: ShardSpec::Numbered { partition_num: partition, partitions: core },
+            shard_spec: ShardSpec::Numbered {
+                partition_num: partition,
+                partitions: core,
+            },
             binary_version: 9,
             size: 1,
             num_rows: 1,
@@ -235,7 +249,11 @@ mod tests {
     }
 
     fn ids(t: &Timeline) -> Vec<String> {
-        let mut v: Vec<String> = t.visible_segments().iter().map(|s| s.identifier.clone()).collect();
+        let mut v: Vec<String> = t
+            .visible_segments()
+            .iter()
+            .map(|s| s.identifier.clone())
+            .collect();
         v.sort();
         v
     }
@@ -284,12 +302,18 @@ mod tests {
         ]);
         let e = t.entries();
         assert_eq!(e.len(), 3);
-        assert_eq!(e[0].interval, Interval::parse("2015-09-12/2015-09-12T05").unwrap());
+        assert_eq!(
+            e[0].interval,
+            Interval::parse("2015-09-12/2015-09-12T05").unwrap()
+        );
         assert_eq!(e[0].version, "v1");
         assert!(!e[0].is_whole());
         assert_eq!(e[1].version, "v2");
         assert!(e[1].is_whole());
-        assert_eq!(e[2].interval, Interval::parse("2015-09-12T06/2015-09-13").unwrap());
+        assert_eq!(
+            e[2].interval,
+            Interval::parse("2015-09-12T06/2015-09-13").unwrap()
+        );
         assert!(t.overshadowed().is_empty());
         assert_eq!(ids(&t).len(), 2);
     }
@@ -313,8 +337,14 @@ mod tests {
         ]);
         let hits = t.lookup(&[Interval::parse("2015-09-13T05/2015-09-13T06").unwrap()]);
         assert_eq!(hits.len(), 1);
-        assert_eq!(hits[0].interval.start, Interval::parse("2015-09-13/P1D").unwrap().start);
-        assert_eq!(t.span().unwrap(), Interval::parse("2015-09-12/2015-09-14").unwrap());
+        assert_eq!(
+            hits[0].interval.start,
+            Interval::parse("2015-09-13/P1D").unwrap().start
+        );
+        assert_eq!(
+            t.span().unwrap(),
+            Interval::parse("2015-09-12/2015-09-14").unwrap()
+        );
     }
 
     #[test]

@@ -51,7 +51,10 @@ impl SegmentCache {
 
     /// True when the segment is present locally (without fetching).
     pub fn is_loaded(&self, seg: &DataSegment) -> bool {
-        self.loaded.lock().expect("cache lock").contains_key(&seg.identifier)
+        self.loaded
+            .lock()
+            .expect("cache lock")
+            .contains_key(&seg.identifier)
     }
 
     /// The local path of a segment's file, fetching it from deep storage first if needed.
@@ -83,7 +86,10 @@ impl SegmentCache {
             .lock()
             .expect("cache lock")
             .insert(seg.identifier.clone(), path.clone());
-        self.fetching.lock().expect("cache lock").remove(&seg.identifier);
+        self.fetching
+            .lock()
+            .expect("cache lock")
+            .remove(&seg.identifier);
         Ok(path)
     }
 
@@ -92,7 +98,10 @@ impl SegmentCache {
     /// # Errors
     /// On I/O failure other than the file being absent.
     pub async fn drop_segment(&self, seg: &DataSegment) -> Result<(), StorageError> {
-        self.loaded.lock().expect("cache lock").remove(&seg.identifier);
+        self.loaded
+            .lock()
+            .expect("cache lock")
+            .remove(&seg.identifier);
         let path = self.local_path(seg);
         match tokio::fs::remove_file(&path).await {
             Ok(()) => Ok(()),
@@ -111,7 +120,13 @@ impl SegmentCache {
 pub(crate) fn sanitize(name: &str) -> String {
     let mut s: String = name
         .chars()
-        .map(|c| if c == '/' || c == '\\' || c == '\0' { '_' } else { c })
+        .map(|c| {
+            if c == '/' || c == '\\' || c == '\0' {
+                '_'
+            } else {
+                c
+            }
+        })
         .collect();
     if s.starts_with('.') {
         s.replace_range(0..1, "_");
@@ -126,7 +141,7 @@ pub(crate) fn sanitize(name: &str) -> String {
 mod tests {
     use super::*;
     use dolmen_common::Interval;
-    use dolmen_segment::{ShardSpec, LoadSpec};
+    use dolmen_segment::{LoadSpec, ShardSpec};
 
     #[tokio::test]
     async fn loads_once_and_drops() {
@@ -142,7 +157,10 @@ mod tests {
             load_spec: spec,
             dimensions: String::new(),
             metrics: String::new(),
-            shard_spec: ShardSpec::Numbered { partition_num: 0, partitions: 1 },
+            shard_spec: ShardSpec::Numbered {
+                partition_num: 0,
+                partitions: 1,
+            },
             binary_version: 9,
             size: 5,
             num_rows: 1,
@@ -157,7 +175,13 @@ mod tests {
         assert!(cache.is_loaded(&seg));
         cache.drop_segment(&seg).await.unwrap();
         assert!(!p.exists());
-        let bad = DataSegment { load_spec: LoadSpec::Local { path: "/etc/passwd".into() }, identifier: "id2".into(), ..seg };
+        let bad = DataSegment {
+            load_spec: LoadSpec::Local {
+                path: "/etc/passwd".into(),
+            },
+            identifier: "id2".into(),
+            ..seg
+        };
         assert!(cache.ensure_loaded(&bad).await.is_err());
     }
 }

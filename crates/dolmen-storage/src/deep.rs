@@ -33,7 +33,10 @@ impl DeepStorage {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let root = dir.canonicalize().map_err(io_err(dir))?;
         let store = LocalFileSystem::new_with_prefix(&root)?;
-        Ok(DeepStorage { store: Arc::new(store), local_root: root })
+        Ok(DeepStorage {
+            store: Arc::new(store),
+            local_root: root,
+        })
     }
 
     /// The root directory of local deep storage.
@@ -47,7 +50,9 @@ impl DeepStorage {
     /// On an invalid key or I/O failure; a failed upload is aborted and leaves no object.
     pub async fn push(&self, local_file: &Path, key: &str) -> Result<LoadSpec, StorageError> {
         let path = object_path(key)?;
-        let mut file = tokio::fs::File::open(local_file).await.map_err(io_err(local_file))?;
+        let mut file = tokio::fs::File::open(local_file)
+            .await
+            .map_err(io_err(local_file))?;
         let upload = self.store.put_multipart(&path).await?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
         let mut buf = vec![0u8; 1024 * 1024];
@@ -65,7 +70,9 @@ impl DeepStorage {
             writer.write(&buf[..n]);
         }
         writer.finish().await?;
-        Ok(LoadSpec::Local { path: self.local_root.join(key).display().to_string() })
+        Ok(LoadSpec::Local {
+            path: self.local_root.join(key).display().to_string(),
+        })
     }
 
     /// Copies the object behind `load_spec` to `dest` (written to a temporary name and renamed).
@@ -117,7 +124,11 @@ impl DeepStorage {
 
 /// Validates a relative key: no empty, `.` or `..` segments, no absolute paths.
 fn object_path(key: &str) -> Result<ObjectPath, StorageError> {
-    if key.starts_with('/') || key.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
+    if key.starts_with('/')
+        || key
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..")
+    {
         return Err(StorageError::InvalidPath(key.to_string()));
     }
     ObjectPath::parse(key).map_err(|_| StorageError::InvalidPath(key.to_string()))

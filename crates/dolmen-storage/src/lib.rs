@@ -53,5 +53,8 @@ impl StorageError {
 }
 
 fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> StorageError + '_ {
-    move |source| StorageError::Io { path: path.display().to_string(), source }
+    move |source| StorageError::Io {
+        path: path.display().to_string(),
+        source,
+    }
 }

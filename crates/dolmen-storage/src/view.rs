@@ -21,7 +21,10 @@ pub struct SegmentView {
 impl SegmentView {
     /// An empty view over `metadata`; call [`SegmentView::refresh`] to fill it.
     pub fn new(metadata: Arc<dyn MetadataStore>) -> SegmentView {
-        SegmentView { metadata, timelines: RwLock::new(HashMap::new()) }
+        SegmentView {
+            metadata,
+            timelines: RwLock::new(HashMap::new()),
+        }
     }
 
     /// Rebuilds every timeline from the used segments in the metadata store.
@@ -32,7 +35,10 @@ impl SegmentView {
         let segments = self.metadata.all_used_segments().await?;
         let mut by_ds: HashMap<String, Vec<Arc<DataSegment>>> = HashMap::new();
         for s in segments {
-            by_ds.entry(s.data_source.clone()).or_default().push(Arc::new(s));
+            by_ds
+                .entry(s.data_source.clone())
+                .or_default()
+                .push(Arc::new(s));
         }
         let timelines = by_ds
             .into_iter()
@@ -52,14 +58,21 @@ impl SegmentView {
         if segs.is_empty() {
             t.remove(data_source);
         } else {
-            t.insert(data_source.to_string(), Arc::new(Timeline::build(segs.into_iter().map(Arc::new))));
+            t.insert(
+                data_source.to_string(),
+                Arc::new(Timeline::build(segs.into_iter().map(Arc::new))),
+            );
         }
         Ok(())
     }
 
     /// The current timeline snapshot of a datasource.
     pub fn timeline(&self, data_source: &str) -> Option<Arc<Timeline>> {
-        self.timelines.read().expect("view lock").get(data_source).cloned()
+        self.timelines
+            .read()
+            .expect("view lock")
+            .get(data_source)
+            .cloned()
     }
 
     /// Datasources with visible segments, sorted.

@@ -1,0 +1,835 @@
+//! The indexer: turns parsed input rows into sorted, rolled-up segment files with bounded
+//! memory.
+//!
+//! Rows are added to an in-memory index (a hash map keyed by truncated time and dimension
+//! values when rollup is on; a plain vector otherwise). When it holds `maxRowsInMemory` rows it
+//! is sorted and spilled to disk as an Arrow IPC run. At the end, the runs and the in-memory rest
+//! are k-way merged in segment order (`__time`, then dimensions), equal keys are combined when
+//! rolling up, and the merged stream is cut into segment files at time-chunk boundaries
+//! (`segmentGranularity`) and every `maxRowsPerSegment` rows. Memory is bounded by
+//! `maxRowsInMemory` plus one batch per run during the merge.
+//!
+//! This is Druid's incremental-index / persist / merge design (`IncrementalIndex`,
+//! `IndexMerger`), with Arrow batches as the persisted form.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, Float32Array, Float32Builder, Float64Array, Float64Builder, Int64Array,
+    Int64Builder, StringArray, StringBuilder, TimestampMillisecondBuilder,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::ipc::reader::FileReader;
+use arrow::ipc::writer::FileWriter;
+use arrow::record_batch::RecordBatch;
+use dolmen_common::{Granularity, Interval};
+use dolmen_segment::{ColumnKind, ColumnType, SegmentColumn, SegmentFileWriter, SegmentSchema};
+
+use crate::IngestError;
+use crate::rows::{Acc, MetricKind, Row, Val, compare_keys, trim_nulls};
+
+/// Rows per Arrow batch when writing spills and segments.
+const BATCH_ROWS: usize = 16 * 1024;
+
+/// A dimension of the datasource being built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DimSlot {
+    /// Column name.
+    pub name: String,
+    /// Value type.
+    pub ty: ColumnType,
+}
+
+/// A segment file written by the indexer, not yet in deep storage.
+#[derive(Debug, Clone)]
+pub struct BuiltSegment {
+    /// Its time chunk.
+    pub interval: Interval,
+    /// Local file.
+    pub path: PathBuf,
+    /// Rows.
+    pub num_rows: u64,
+    /// File size, bytes.
+    pub size: u64,
+    /// Columns after `__time`.
+    pub schema: SegmentSchema,
+}
+
+/// Settings of an [`Indexer`].
+#[derive(Debug, Clone)]
+pub struct IndexerConfig {
+    /// Whether to roll up.
+    pub rollup: bool,
+    /// Time chunk granularity.
+    pub segment_granularity: Granularity,
+    /// Rows in memory before a spill.
+    pub max_rows_in_memory: usize,
+    /// Rows per segment.
+    pub max_rows_per_segment: u64,
+    /// Parquet compression.
+    pub compression: parquet::basic::Compression,
+    /// Directory for spills and segment files.
+    pub work_dir: PathBuf,
+}
+
+/// Key of the in-memory rollup index.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    time: i64,
+    dims: Vec<Val>,
+}
+
+/// Builds segments from rows.
+#[derive(Debug)]
+pub struct Indexer {
+    config: IndexerConfig,
+    metric_kinds: Vec<MetricKind>,
+    metric_names: Vec<String>,
+    rolled: HashMap<Key, Vec<Acc>>,
+    plain: Vec<Row>,
+    runs: Vec<PathBuf>,
+    spill_seq: usize,
+}
+
+impl Indexer {
+    /// A new indexer for metrics `(name, kind)`.
+    pub fn new(config: IndexerConfig, metrics: Vec<(String, MetricKind)>) -> Indexer {
+        let (metric_names, metric_kinds) = metrics.into_iter().unzip();
+        Indexer {
+            config,
+            metric_kinds,
+            metric_names,
+            rolled: HashMap::new(),
+            plain: Vec::new(),
+            runs: Vec::new(),
+            spill_seq: 0,
+        }
+    }
+
+    fn in_memory(&self) -> usize {
+        if self.config.rollup {
+            self.rolled.len()
+        } else {
+            self.plain.len()
+        }
+    }
+
+    /// Adds one row; spills when `maxRowsInMemory` is reached.
+    ///
+    /// # Errors
+    /// When a spill fails.
+    pub fn add(&mut self, row: Row, dims: &[DimSlot]) -> Result<(), IngestError> {
+        if self.config.rollup {
+            let key = Key {
+                time: row.time,
+                dims: trim_nulls(row.dims),
+            };
+            match self.rolled.get_mut(&key) {
+                Some(accs) => {
+                    for ((a, b), k) in accs.iter_mut().zip(&row.metrics).zip(&self.metric_kinds) {
+                        k.combine(a, b);
+                    }
+                }
+                None => {
+                    self.rolled.insert(key, row.metrics);
+                }
+            }
+        } else {
+            self.plain.push(row);
+        }
+        if self.in_memory() >= self.config.max_rows_in_memory {
+            self.spill(dims)?;
+        }
+        Ok(())
+    }
+
+    /// Number of sorted runs spilled to disk so far.
+    pub fn spill_count(&self) -> usize {
+        self.runs.len()
+    }
+
+    fn take_sorted(&mut self) -> Vec<Row> {
+        let mut rows: Vec<Row> = if self.config.rollup {
+            self.rolled
+                .drain()
+                .map(|(k, metrics)| Row {
+                    time: k.time,
+                    dims: k.dims,
+                    metrics,
+                })
+                .collect()
+        } else {
+            std::mem::take(&mut self.plain)
+        };
+        rows.sort_unstable_by(|a, b| compare_keys(a.time, &a.dims, b.time, &b.dims));
+        rows
+    }
+
+    fn spill(&mut self, dims: &[DimSlot]) -> Result<(), IngestError> {
+        let rows = self.take_sorted();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.config.work_dir)
+            .map_err(|e| io_error(&self.config.work_dir, e))?;
+        let path = self
+            .config
+            .work_dir
+            .join(format!("spill-{:05}.arrow", self.spill_seq));
+        self.spill_seq += 1;
+        let schema = spill_schema(dims, &self.metric_kinds);
+        let file = File::create(&path).map_err(|e| io_error(&path, e))?;
+        let mut w = FileWriter::try_new(file, &schema).map_err(|e| arrow_error(&path, e))?;
+        for chunk in rows.chunks(BATCH_ROWS) {
+            let batch = rows_to_batch(chunk, dims, &self.metric_kinds, &schema, false)?;
+            w.write(&batch).map_err(|e| arrow_error(&path, e))?;
+        }
+        w.finish().map_err(|e| arrow_error(&path, e))?;
+        tracing::debug!(rows = rows.len(), path = %path.display(), "spilled sorted run");
+        self.runs.push(path);
+        Ok(())
+    }
+
+    /// Merges everything into segment files under the work directory. `dims` is the final
+    /// dimension list; `should_stop` is polled to abort early.
+    ///
+    /// # Errors
+    /// On I/O or encoding failure, or when `should_stop` answers true ([`IngestError::Canceled`]).
+    pub fn finish(
+        mut self,
+        dims: &[DimSlot],
+        should_stop: &dyn Fn() -> bool,
+    ) -> Result<Vec<BuiltSegment>, IngestError> {
+        let last = self.take_sorted();
+        let mut sources: Vec<RunReader> = Vec::with_capacity(self.runs.len() + 1);
+        for p in &self.runs {
+            sources.push(RunReader::open(p, self.metric_kinds.len())?);
+        }
+        sources.push(RunReader::memory(last));
+
+        // K-way merge.
+        let mut heap = BinaryHeap::new();
+        for (i, s) in sources.iter_mut().enumerate() {
+            if let Some(r) = s.next_row()? {
+                heap.push(HeapItem { row: r, run: i });
+            }
+        }
+        let schema = segment_schema(dims, &self.metric_names, &self.metric_kinds);
+        let arrow_schema = schema.arrow_schema();
+        let mut out = SegmentSink::new(
+            &self.config,
+            schema,
+            arrow_schema,
+            self.metric_kinds.clone(),
+        );
+        let mut pending: Option<Row> = None;
+        let mut n: u64 = 0;
+        while let Some(HeapItem { row, run }) = heap.pop() {
+            if let Some(next) = sources[run].next_row()? {
+                heap.push(HeapItem { row: next, run });
+            }
+            n += 1;
+            if n.is_multiple_of(8192) && should_stop() {
+                return Err(IngestError::Canceled);
+            }
+            match pending.as_mut() {
+                Some(p)
+                    if self.config.rollup
+                        && compare_keys(p.time, &p.dims, row.time, &row.dims)
+                            == Ordering::Equal =>
+                {
+                    for ((a, b), k) in p
+                        .metrics
+                        .iter_mut()
+                        .zip(&row.metrics)
+                        .zip(&self.metric_kinds)
+                    {
+                        k.combine(a, b);
+                    }
+                }
+                _ => {
+                    if let Some(done) = pending.replace(row) {
+                        out.push(done, dims)?;
+                    }
+                }
+            }
+        }
+        if let Some(done) = pending {
+            out.push(done, dims)?;
+        }
+        let built = out.close(dims)?;
+        for p in &self.runs {
+            let _ = std::fs::remove_file(p);
+        }
+        Ok(built)
+    }
+}
+
+struct HeapItem {
+    row: Row,
+    run: usize,
+}
+
+impl PartialEq for HeapItem {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for HeapItem {}
+impl PartialOrd for HeapItem {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for HeapItem {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Reversed: BinaryHeap is a max-heap and we want the smallest key first; ties by run
+        // keep the merge stable.
+        compare_keys(
+            other.row.time,
+            &other.row.dims,
+            self.row.time,
+            &self.row.dims,
+        )
+        .then_with(|| other.run.cmp(&self.run))
+    }
+}
+
+/// A sorted run: in memory, or an Arrow IPC spill file read one batch at a time.
+enum RunReader {
+    Memory(std::vec::IntoIter<Row>),
+    File {
+        reader: FileReader<File>,
+        batch: Vec<Row>,
+        pos: usize,
+        metrics: usize,
+        path: PathBuf,
+    },
+}
+
+impl RunReader {
+    fn memory(rows: Vec<Row>) -> RunReader {
+        RunReader::Memory(rows.into_iter())
+    }
+
+    fn open(path: &Path, metrics: usize) -> Result<RunReader, IngestError> {
+        let f = File::open(path).map_err(|e| io_error(path, e))?;
+        let reader = FileReader::try_new(f, None).map_err(|e| arrow_error(path, e))?;
+        Ok(RunReader::File {
+            reader,
+            batch: Vec::new(),
+            pos: 0,
+            metrics,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn next_row(&mut self) -> Result<Option<Row>, IngestError> {
+        match self {
+            RunReader::Memory(it) => Ok(it.next()),
+            RunReader::File {
+                reader,
+                batch,
+                pos,
+                metrics,
+                path,
+            } => {
+                while *pos >= batch.len() {
+                    match reader.next() {
+                        None => return Ok(None),
+                        Some(b) => {
+                            let b = b.map_err(|e| arrow_error(path, e))?;
+                            *batch = batch_to_rows(&b, *metrics);
+                            *pos = 0;
+                        }
+                    }
+                }
+                let r = std::mem::replace(
+                    &mut batch[*pos],
+                    Row {
+                        time: 0,
+                        dims: Vec::new(),
+                        metrics: Vec::new(),
+                    },
+                );
+                *pos += 1;
+                Ok(Some(r))
+            }
+        }
+    }
+}
+
+/// Spill schema: `t`, then `d0..dn` typed, then `m0..mk` (Int64 or Float64 accumulators).
+fn spill_schema(dims: &[DimSlot], metrics: &[MetricKind]) -> SchemaRef {
+    let mut fields = vec![Field::new("t", DataType::Int64, false)];
+    for (i, d) in dims.iter().enumerate() {
+        fields.push(Field::new(format!("d{i}"), d.ty.arrow_type(), true));
+    }
+    for (i, m) in metrics.iter().enumerate() {
+        let dt = if m.column_type() == ColumnType::Long {
+            DataType::Int64
+        } else {
+            DataType::Float64
+        };
+        fields.push(Field::new(format!("m{i}"), dt, true));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+fn segment_schema(dims: &[DimSlot], names: &[String], kinds: &[MetricKind]) -> SegmentSchema {
+    let mut columns: Vec<SegmentColumn> = dims
+        .iter()
+        .map(|d| SegmentColumn {
+            name: d.name.clone(),
+            ty: d.ty,
+            kind: ColumnKind::Dimension,
+        })
+        .collect();
+    for (n, k) in names.iter().zip(kinds) {
+        columns.push(SegmentColumn {
+            name: n.clone(),
+            ty: k.column_type(),
+            kind: ColumnKind::Metric,
+        });
+    }
+    SegmentSchema { columns }
+}
+
+/// Builds a batch from rows. `segment` selects the segment form (`__time` as a timestamp,
+/// float metrics as Float32) over the spill form.
+fn rows_to_batch(
+    rows: &[Row],
+    dims: &[DimSlot],
+    metrics: &[MetricKind],
+    schema: &SchemaRef,
+    segment: bool,
+) -> Result<RecordBatch, IngestError> {
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(1 + dims.len() + metrics.len());
+    if segment {
+        let mut b = TimestampMillisecondBuilder::with_capacity(rows.len());
+        for r in rows {
+            b.append_value(r.time);
+        }
+        cols.push(Arc::new(b.finish()));
+    } else {
+        cols.push(Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|r| r.time),
+        )));
+    }
+    for (i, d) in dims.iter().enumerate() {
+        let get = |r: &Row| r.dims.get(i).cloned().unwrap_or(Val::Null);
+        let arr: ArrayRef = match d.ty {
+            ColumnType::String => {
+                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 8);
+                for r in rows {
+                    match r.dims.get(i) {
+                        Some(Val::Str(s)) => b.append_value(s),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColumnType::Long => {
+                let mut b = Int64Builder::with_capacity(rows.len());
+                for r in rows {
+                    match get(r) {
+                        Val::Long(v) => b.append_value(v),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColumnType::Float => {
+                let mut b = Float32Builder::with_capacity(rows.len());
+                for r in rows {
+                    match get(r) {
+                        Val::Float(v) => b.append_value(v),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColumnType::Double => {
+                let mut b = Float64Builder::with_capacity(rows.len());
+                for r in rows {
+                    match get(r) {
+                        Val::Double(v) => b.append_value(v),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+        };
+        cols.push(arr);
+    }
+    for (j, k) in metrics.iter().enumerate() {
+        let arr: ArrayRef = match (k.column_type(), segment) {
+            (ColumnType::Long, _) => {
+                let mut b = Int64Builder::with_capacity(rows.len());
+                for r in rows {
+                    match r.metrics.get(j) {
+                        Some(Acc::Long(Some(v))) => b.append_value(*v),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            (ColumnType::Float, true) => {
+                let mut b = Float32Builder::with_capacity(rows.len());
+                for r in rows {
+                    match r.metrics.get(j) {
+                        Some(Acc::Double(Some(v))) => b.append_value(*v as f32),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            _ => {
+                let mut b = Float64Builder::with_capacity(rows.len());
+                for r in rows {
+                    match r.metrics.get(j) {
+                        Some(Acc::Double(Some(v))) => b.append_value(*v),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+        };
+        cols.push(arr);
+    }
+    RecordBatch::try_new(Arc::clone(schema), cols)
+        .map_err(|e| IngestError::Runtime(format!("cannot build row batch: {e}")))
+}
+
+/// Reads a spill batch back into rows (columns by position: `t`, dims, metrics).
+fn batch_to_rows(b: &RecordBatch, metrics: usize) -> Vec<Row> {
+    let n = b.num_rows();
+    let ncols = b.num_columns();
+    let ndims = ncols - 1 - metrics;
+    let t = b
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("spill time column");
+    let mut rows: Vec<Row> = (0..n)
+        .map(|i| Row {
+            time: t.value(i),
+            dims: Vec::with_capacity(ndims),
+            metrics: Vec::with_capacity(metrics),
+        })
+        .collect();
+    for c in 1..=ndims {
+        let col = b.column(c);
+        for (i, row) in rows.iter_mut().enumerate() {
+            row.dims.push(val_at(col.as_ref(), i));
+        }
+    }
+    for c in (1 + ndims)..ncols {
+        let col = b.column(c);
+        for (i, row) in rows.iter_mut().enumerate() {
+            let acc = if let Some(a) = col.as_any().downcast_ref::<Int64Array>() {
+                Acc::Long(a.is_valid(i).then(|| a.value(i)))
+            } else if let Some(a) = col.as_any().downcast_ref::<Float64Array>() {
+                Acc::Double(a.is_valid(i).then(|| a.value(i)))
+            } else {
+                Acc::Long(None)
+            };
+            row.metrics.push(acc);
+        }
+    }
+    rows
+}
+
+fn val_at(col: &dyn Array, i: usize) -> Val {
+    if col.is_null(i) {
+        return Val::Null;
+    }
+    let any = col.as_any();
+    if let Some(a) = any.downcast_ref::<StringArray>() {
+        Val::Str(a.value(i).into())
+    } else if let Some(a) = any.downcast_ref::<Int64Array>() {
+        Val::Long(a.value(i))
+    } else if let Some(a) = any.downcast_ref::<Float32Array>() {
+        Val::Float(a.value(i))
+    } else if let Some(a) = any.downcast_ref::<Float64Array>() {
+        Val::Double(a.value(i))
+    } else {
+        Val::Null
+    }
+}
+
+/// Receives merged rows in order and cuts them into segment files.
+struct SegmentSink<'a> {
+    config: &'a IndexerConfig,
+    schema: SegmentSchema,
+    arrow_schema: SchemaRef,
+    metrics: Vec<MetricKind>,
+    current: Option<OpenSegment>,
+    buffer: Vec<Row>,
+    built: Vec<BuiltSegment>,
+    seq: usize,
+}
+
+struct OpenSegment {
+    interval: Interval,
+    writer: SegmentFileWriter,
+    path: PathBuf,
+}
+
+impl<'a> SegmentSink<'a> {
+    fn new(
+        config: &'a IndexerConfig,
+        schema: SegmentSchema,
+        arrow_schema: SchemaRef,
+        metrics: Vec<MetricKind>,
+    ) -> Self {
+        SegmentSink {
+            config,
+            schema,
+            arrow_schema,
+            metrics,
+            current: None,
+            buffer: Vec::new(),
+            built: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    fn push(&mut self, row: Row, dims: &[DimSlot]) -> Result<(), IngestError> {
+        let bucket = self.config.segment_granularity.bucket(row.time);
+        let rotate = match &self.current {
+            None => true,
+            Some(open) => {
+                open.interval != bucket
+                    || open.writer.rows() + self.buffer.len() as u64
+                        >= self.config.max_rows_per_segment
+            }
+        };
+        if rotate {
+            self.flush(dims)?;
+            self.finish_current()?;
+            let path = self
+                .config
+                .work_dir
+                .join(format!("segment-{:05}.parquet", self.seq));
+            self.seq += 1;
+            let writer = SegmentFileWriter::create(
+                &path,
+                Arc::clone(&self.arrow_schema),
+                self.config.compression,
+            )
+            .map_err(|e| IngestError::Runtime(e.to_string()))?;
+            self.current = Some(OpenSegment {
+                interval: bucket,
+                writer,
+                path,
+            });
+        }
+        self.buffer.push(row);
+        if self.buffer.len() >= BATCH_ROWS {
+            self.flush(dims)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, dims: &[DimSlot]) -> Result<(), IngestError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let batch = rows_to_batch(&self.buffer, dims, &self.metrics, &self.arrow_schema, true)?;
+        self.buffer.clear();
+        let open = self
+            .current
+            .as_mut()
+            .expect("open segment while rows are buffered");
+        open.writer
+            .write(&batch)
+            .map_err(|e| IngestError::Runtime(e.to_string()))
+    }
+
+    fn finish_current(&mut self) -> Result<(), IngestError> {
+        if let Some(open) = self.current.take() {
+            let rows = open.writer.rows();
+            let size = open
+                .writer
+                .finish()
+                .map_err(|e| IngestError::Runtime(e.to_string()))?;
+            self.built.push(BuiltSegment {
+                interval: open.interval,
+                path: open.path,
+                num_rows: rows,
+                size,
+                schema: self.schema.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn close(mut self, dims: &[DimSlot]) -> Result<Vec<BuiltSegment>, IngestError> {
+        self.flush(dims)?;
+        self.finish_current()?;
+        Ok(self.built)
+    }
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> IngestError {
+    IngestError::Runtime(format!("i/o error at [{}]: {e}", path.display()))
+}
+
+fn arrow_error(path: &Path, e: arrow::error::ArrowError) -> IngestError {
+    IngestError::Runtime(format!("cannot read or write [{}]: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    fn config(dir: &Path, rollup: bool, in_mem: usize, per_seg: u64) -> IndexerConfig {
+        IndexerConfig {
+            rollup,
+            segment_granularity: Granularity::from_name("hour").unwrap(),
+            max_rows_in_memory: in_mem,
+            max_rows_per_segment: per_seg,
+            compression: dolmen_segment::file::compression_for(None),
+            work_dir: dir.to_path_buf(),
+        }
+    }
+
+    fn row(t: i64, page: &str, n: i64) -> Row {
+        Row {
+            time: t,
+            dims: vec![Val::Str(page.into())],
+            metrics: vec![Acc::Long(Some(1)), Acc::Long(Some(n))],
+        }
+    }
+
+    fn read_all(segs: &[BuiltSegment]) -> Vec<(i64, String, i64, i64)> {
+        let mut out = Vec::new();
+        for s in segs {
+            let r = ParquetRecordBatchReaderBuilder::try_new(File::open(&s.path).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
+            for b in r {
+                let b = b.unwrap();
+                let t = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<arrow::array::TimestampMillisecondArray>()
+                    .unwrap();
+                let p = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+                let c = b.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+                let a = b.column(3).as_any().downcast_ref::<Int64Array>().unwrap();
+                for i in 0..b.num_rows() {
+                    out.push((t.value(i), p.value(i).to_string(), c.value(i), a.value(i)));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn rollup_across_spills_sorts_and_combines() {
+        let dir = tempfile::tempdir().unwrap();
+        let dims = vec![DimSlot {
+            name: "page".into(),
+            ty: ColumnType::String,
+        }];
+        let mut ix = Indexer::new(
+            config(dir.path(), true, 2, 1000),
+            vec![
+                ("count".into(), MetricKind::Count),
+                ("added".into(), MetricKind::LongSum),
+            ],
+        );
+        // Duplicates land in different spilled runs; the merge must combine them.
+        for (t, p, n) in [
+            (10, "b", 1),
+            (10, "a", 2),
+            (10, "b", 3),
+            (5, "a", 4),
+            (10, "a", 5),
+            (3_600_000, "a", 6),
+        ] {
+            ix.add(row(t, p, n), &dims).unwrap();
+        }
+        assert!(ix.spill_count() >= 2);
+        let segs = ix.finish(&dims, &|| false).unwrap();
+        assert_eq!(segs.len(), 2, "two hours, two time chunks");
+        let rows = read_all(&segs);
+        assert_eq!(
+            rows,
+            vec![
+                (5, "a".into(), 1, 4),
+                (10, "a".into(), 2, 7),
+                (10, "b".into(), 2, 4),
+                (3_600_000, "a".into(), 1, 6)
+            ]
+        );
+        assert_eq!(segs[0].num_rows, 3);
+        assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| {
+            !e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("spill")
+        }));
+    }
+
+    #[test]
+    fn no_rollup_keeps_every_row_and_cuts_by_max_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let dims = vec![DimSlot {
+            name: "page".into(),
+            ty: ColumnType::String,
+        }];
+        let mut ix = Indexer::new(
+            config(dir.path(), false, 3, 2),
+            vec![
+                ("count".into(), MetricKind::Count),
+                ("added".into(), MetricKind::LongSum),
+            ],
+        );
+        for i in 0..5 {
+            ix.add(row(10, "a", i), &dims).unwrap();
+        }
+        let segs = ix.finish(&dims, &|| false).unwrap();
+        assert_eq!(
+            segs.iter().map(|s| s.num_rows).collect::<Vec<_>>(),
+            vec![2, 2, 1]
+        );
+        assert_eq!(read_all(&segs).len(), 5);
+    }
+
+    #[test]
+    fn cancellation_stops_the_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        let dims = vec![DimSlot {
+            name: "page".into(),
+            ty: ColumnType::String,
+        }];
+        let mut ix = Indexer::new(
+            config(dir.path(), false, 1_000_000, 1_000_000),
+            vec![("count".into(), MetricKind::Count)],
+        );
+        for i in 0..20_000 {
+            ix.add(
+                Row {
+                    time: i,
+                    dims: vec![Val::Null],
+                    metrics: vec![Acc::Long(Some(1))],
+                },
+                &dims,
+            )
+            .unwrap();
+        }
+        assert!(matches!(
+            ix.finish(&dims, &|| true),
+            Err(IngestError::Canceled)
+        ));
+    }
+}

@@ -1,0 +1,565 @@
+//! Running a native batch task (`index_parallel`, `index`): read, parse, transform, filter,
+//! roll up, write segment files, push them to deep storage, and publish them atomically.
+//!
+//! Parsing and indexing are CPU-bound and run on the blocking pool, never on the async
+//! reactor. Row counters are shared with the caller ([`RowStats`]) so that the live task report
+//! shows progress while the task runs. Nothing becomes visible before the single publish
+//! transaction at the end: a failed or cancelled task leaves no used segment behind (files
+//! already pushed to deep storage are deleted).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dolmen_common::time::{format_iso_millis, now_millis};
+use dolmen_common::{Granularity, Interval};
+use dolmen_metadata::{MetadataStore, NewSegment, PublishMode, PublishRequest};
+use dolmen_segment::{ColumnType, DataSegment};
+use dolmen_storage::DeepStorage;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::IngestError;
+use crate::expr::{Expr, ExprValue, RowBindings, compile_transforms};
+use crate::index::{BuiltSegment, DimSlot, Indexer, IndexerConfig};
+use crate::input::InputRow;
+use crate::rows::{MetricKind, Row, infer_type, to_val};
+use crate::spec::{DimensionSchema, IndexTaskSpec};
+use crate::timestamp::TimestampParser;
+
+/// Row counters of a task (`rowStats.buildSegments` in the report), updated while it runs.
+#[derive(Debug, Default)]
+pub struct RowStats {
+    /// Rows parsed and indexed.
+    pub processed: AtomicU64,
+    /// Input bytes read.
+    pub processed_bytes: AtomicU64,
+    /// Rows indexed with a value that could not be converted (stored as null).
+    pub processed_with_error: AtomicU64,
+    /// Rows dropped by the filter or outside `granularitySpec.intervals`.
+    pub thrown_away: AtomicU64,
+    /// Rows that could not be parsed at all.
+    pub unparseable: AtomicU64,
+    /// Saved parse exceptions (at most `maxSavedParseExceptions`).
+    pub saved: Mutex<Vec<Value>>,
+    /// `ingestionState`: NOT_STARTED, BUILD_SEGMENTS, COMPLETED.
+    pub state: Mutex<&'static str>,
+}
+
+impl RowStats {
+    /// New counters in state NOT_STARTED.
+    pub fn new() -> RowStats {
+        RowStats {
+            state: Mutex::new("NOT_STARTED"),
+            ..Default::default()
+        }
+    }
+
+    /// The five counters as Druid's report prints them.
+    pub fn counters_json(&self) -> Value {
+        json!({
+            "processed": self.processed.load(Ordering::Relaxed),
+            "processedBytes": self.processed_bytes.load(Ordering::Relaxed),
+            "processedWithError": self.processed_with_error.load(Ordering::Relaxed),
+            "thrownAway": self.thrown_away.load(Ordering::Relaxed),
+            "unparseable": self.unparseable.load(Ordering::Relaxed),
+        })
+    }
+
+    fn set_state(&self, s: &'static str) {
+        *self.state.lock().expect("stats lock") = s;
+    }
+
+    /// The task report (`ingestionStatsAndErrors`, spec "Task completion report").
+    pub fn report(&self, task_id: &str, error_msg: Option<&str>) -> Value {
+        let zero = json!({"processed": 0, "processedBytes": 0, "processedWithError": 0, "thrownAway": 0, "unparseable": 0});
+        let saved = self.saved.lock().expect("stats lock").clone();
+        let unparseable_events = if saved.is_empty() {
+            json!({})
+        } else {
+            json!({ "buildSegments": saved })
+        };
+        json!({
+            "ingestionStatsAndErrors": {
+                "type": "ingestionStatsAndErrors",
+                "taskId": task_id,
+                "payload": {
+                    "ingestionState": *self.state.lock().expect("stats lock"),
+                    "unparseableEvents": unparseable_events,
+                    "rowStats": {
+                        "determinePartitions": zero,
+                        "buildSegments": self.counters_json(),
+                    },
+                    "errorMsg": error_msg,
+                    "segmentAvailabilityConfirmed": false,
+                    "segmentAvailabilityWaitTimeMs": 0,
+                }
+            }
+        })
+    }
+}
+
+/// What a batch task needs from its host.
+#[derive(Debug, Clone)]
+pub struct IndexTaskEnv {
+    /// Task id.
+    pub task_id: String,
+    /// Scratch directory (removed at the end).
+    pub work_dir: PathBuf,
+    /// Deep storage segments are pushed to.
+    pub deep: DeepStorage,
+    /// Metadata store segments are published to.
+    pub metadata: Arc<dyn MetadataStore>,
+    /// Cancelled when the task is shut down.
+    pub cancel: CancellationToken,
+    /// Live counters.
+    pub stats: Arc<RowStats>,
+    /// Version for overwritten time chunks (from the task's lock).
+    pub lock_version: String,
+}
+
+/// Runs a batch task to completion and returns the published segments.
+///
+/// # Errors
+/// [`IngestError`] describing why the task failed; no segment of a failed task is visible.
+pub async fn run_index_task(
+    env: &IndexTaskEnv,
+    spec: &IndexTaskSpec,
+) -> Result<Vec<DataSegment>, IngestError> {
+    let result = run_inner(env, spec).await;
+    let _ = tokio::fs::remove_dir_all(&env.work_dir).await;
+    result
+}
+
+async fn run_inner(
+    env: &IndexTaskEnv,
+    spec: &IndexTaskSpec,
+) -> Result<Vec<DataSegment>, IngestError> {
+    env.stats.set_state("BUILD_SEGMENTS");
+    let started = std::time::Instant::now();
+    let build_spec = spec.clone();
+    let stats = Arc::clone(&env.stats);
+    let cancel = env.cancel.clone();
+    let work_dir = env.work_dir.clone();
+    let span = tracing::Span::current();
+    let built = tokio::task::spawn_blocking(move || {
+        span.in_scope(|| build_segments(&build_spec, &work_dir, &stats, &cancel))
+    })
+    .await
+    .map_err(|e| IngestError::Runtime(format!("indexing thread failed: {e}")))??;
+    tracing::info!(
+        segments = built.len(),
+        rows = built.iter().map(|b| b.num_rows).sum::<u64>(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "built segments"
+    );
+    if env.cancel.is_cancelled() {
+        return Err(IngestError::Canceled);
+    }
+
+    // Push to deep storage.
+    let ds = spec.data_source().to_string();
+    let mut pushed: Vec<NewSegment> = Vec::with_capacity(built.len());
+    for (i, b) in built.iter().enumerate() {
+        let key = format!(
+            "{ds}/{}/{}/{i}/index.parquet",
+            b.interval.to_underscore_string(),
+            env.task_id
+        );
+        match env.deep.push(&b.path, &key).await {
+            Ok(load_spec) => pushed.push(new_segment(b, load_spec)),
+            Err(e) => {
+                cleanup(&env.deep, &pushed).await;
+                return Err(IngestError::Runtime(format!(
+                    "cannot push segment to deep storage: {e}"
+                )));
+            }
+        }
+        if env.cancel.is_cancelled() {
+            cleanup(&env.deep, &pushed).await;
+            return Err(IngestError::Canceled);
+        }
+    }
+    tracing::info!(segments = pushed.len(), "pushed segments to deep storage");
+
+    let io = &spec.spec.io_config;
+    let mode = if io.append_to_existing {
+        PublishMode::Append {
+            version_if_new: env.lock_version.clone(),
+        }
+    } else {
+        PublishMode::Overwrite {
+            version: env.lock_version.clone(),
+        }
+    };
+    let drop_existing = if io.drop_existing && !io.append_to_existing {
+        spec.spec.data_schema.granularity_spec.intervals.clone()
+    } else {
+        Vec::new()
+    };
+    let req = PublishRequest {
+        data_source: ds,
+        segments: pushed.clone(),
+        mode,
+        drop_existing,
+    };
+    match env.metadata.publish_segments(req).await {
+        Ok(published) => {
+            tracing::info!(segments = published.len(), "published segments");
+            env.stats.set_state("COMPLETED");
+            Ok(published)
+        }
+        Err(e) => {
+            cleanup(&env.deep, &pushed).await;
+            Err(IngestError::Runtime(format!(
+                "cannot publish segments: {e}"
+            )))
+        }
+    }
+}
+
+fn new_segment(b: &BuiltSegment, load_spec: dolmen_segment::LoadSpec) -> NewSegment {
+    NewSegment {
+        interval: b.interval,
+        load_spec,
+        dimensions: b.schema.dimensions().map(|c| c.name.clone()).collect(),
+        metrics: b.schema.metrics().map(|c| c.name.clone()).collect(),
+        columns: b.schema.columns.clone(),
+        size: b.size,
+        num_rows: b.num_rows,
+    }
+}
+
+async fn cleanup(deep: &DeepStorage, pushed: &[NewSegment]) {
+    for s in pushed {
+        if let Err(e) = deep.delete(&s.load_spec).await {
+            tracing::warn!(error = %e, "cannot delete unpublished segment file");
+        }
+    }
+}
+
+enum MetricInput {
+    None,
+    Field(String),
+    Expr(Expr),
+}
+
+/// How dimensions are chosen for each row.
+struct Dimensions {
+    slots: Vec<DimSlot>,
+    index: HashMap<String, usize>,
+    discover: bool,
+    typed_discovery: bool,
+    excluded: HashSet<String>,
+}
+
+impl Dimensions {
+    fn new(spec: &IndexTaskSpec) -> Dimensions {
+        let ds = &spec.spec.data_schema;
+        let dspec = &ds.dimensions_spec;
+        let mut slots = Vec::new();
+        for d in &dspec.dimensions {
+            let ty = match d {
+                DimensionSchema::Name(_) => ColumnType::String,
+                DimensionSchema::Typed(t) => match t.dim_type.as_str() {
+                    "long" => ColumnType::Long,
+                    "float" => ColumnType::Float,
+                    "double" => ColumnType::Double,
+                    _ => ColumnType::String,
+                },
+            };
+            slots.push(DimSlot {
+                name: d.name().to_string(),
+                ty,
+            });
+        }
+        let index = slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.clone(), i))
+            .collect();
+        // Excluded from discovery: explicit exclusions, the timestamp column, metric names and
+        // metric input fields (Druid's defaults).
+        let mut excluded: HashSet<String> = dspec.dimension_exclusions.iter().cloned().collect();
+        excluded.insert(ds.timestamp_spec.column.clone());
+        excluded.insert(crate::TIME_COLUMN.to_string());
+        for m in &ds.metrics_spec {
+            excluded.insert(m.name().to_string());
+            if let (Some(f), _) = m.input() {
+                excluded.insert(f.to_string());
+            }
+        }
+        Dimensions {
+            discover: dspec.dimensions.is_empty() || dspec.include_all_dimensions,
+            typed_discovery: dspec.use_schema_discovery,
+            slots,
+            index,
+            excluded,
+        }
+    }
+
+    fn discover(&mut self, row: &InputRow) {
+        if !self.discover {
+            return;
+        }
+        for (k, v) in row {
+            // Nulls, objects and nested lists are not discovered (Druid's rules); a column first
+            // seen as null is discovered with its first non-null value.
+            if !crate::input::is_discoverable(v, false) {
+                continue;
+            }
+            if !self.index.contains_key(k) && !self.excluded.contains(k) {
+                let ty = if self.typed_discovery {
+                    infer_type(v)
+                } else {
+                    ColumnType::String
+                };
+                self.index.insert(k.clone(), self.slots.len());
+                self.slots.push(DimSlot {
+                    name: k.clone(),
+                    ty,
+                });
+            }
+        }
+    }
+}
+
+fn validate_granularities(spec: &IndexTaskSpec) -> Result<(), IngestError> {
+    let g = &spec.spec.data_schema.granularity_spec;
+    // The query granularity must not be coarser than the segment granularity: probe a few
+    // instants and check each query bucket lies inside its segment bucket.
+    if matches!(g.segment_granularity, Granularity::All) {
+        return Ok(());
+    }
+    for t in [0i64, 951_782_400_000, 1_442_016_000_000 + 12_345_678] {
+        let q = g.query_granularity.bucket(t);
+        let s = g.segment_granularity.bucket(t);
+        if !matches!(g.query_granularity, Granularity::None) && !s.contains(&q) {
+            return Err(IngestError::InvalidSpec(
+                "spec.dataSchema.granularitySpec: queryGranularity must not be coarser than segmentGranularity".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The blocking part: read every input entity, build rows, index them, write segment files.
+fn build_segments(
+    spec: &IndexTaskSpec,
+    work_dir: &std::path::Path,
+    stats: &RowStats,
+    cancel: &CancellationToken,
+) -> Result<Vec<BuiltSegment>, IngestError> {
+    validate_granularities(spec)?;
+    let ds = &spec.spec.data_schema;
+    let tuning = &spec.spec.tuning_config;
+    let io = &spec.spec.io_config;
+    let ts_parser = TimestampParser::new(&ds.timestamp_spec)
+        .map_err(|e| IngestError::InvalidSpec(format!("spec.dataSchema.timestampSpec: {e}")))?;
+    let transforms = compile_transforms(&ds.transform_spec.transforms).map_err(|e| {
+        IngestError::InvalidSpec(format!("spec.dataSchema.transformSpec.transforms: {e}"))
+    })?;
+    let filter = match &ds.transform_spec.filter {
+        Some(f) => Some(f.compile().map_err(|e| {
+            IngestError::InvalidSpec(format!("spec.dataSchema.transformSpec.filter: {e}"))
+        })?),
+        None => None,
+    };
+    let mut metric_inputs = Vec::with_capacity(ds.metrics_spec.len());
+    let mut metric_kinds = Vec::with_capacity(ds.metrics_spec.len());
+    for m in &ds.metrics_spec {
+        let input = match m.input() {
+            (Some(f), _) => MetricInput::Field(f.to_string()),
+            (None, Some(e)) => MetricInput::Expr(Expr::parse(e).map_err(|err| {
+                IngestError::InvalidSpec(format!(
+                    "spec.dataSchema.metricsSpec: metric [{}] expression: {err}",
+                    m.name()
+                ))
+            })?),
+            (None, None) => MetricInput::None,
+        };
+        metric_inputs.push(input);
+        metric_kinds.push((m.name().to_string(), MetricKind::of(m)));
+    }
+    let kinds: Vec<MetricKind> = metric_kinds.iter().map(|(_, k)| *k).collect();
+    let g = &ds.granularity_spec;
+    let intervals: Vec<Interval> = g.intervals.clone();
+    let mut dims = Dimensions::new(spec);
+    let mut indexer = Indexer::new(
+        IndexerConfig {
+            rollup: g.rollup,
+            segment_granularity: g.segment_granularity.clone(),
+            max_rows_in_memory: usize::try_from(tuning.rows_in_memory()).unwrap_or(usize::MAX),
+            max_rows_per_segment: tuning.rows_per_segment(),
+            compression: dolmen_segment::file::compression_for(tuning.compression().as_deref()),
+            work_dir: work_dir.to_path_buf(),
+        },
+        metric_kinds,
+    );
+    let max_parse = tuning.parse_exception_limit();
+    let max_saved = tuning.saved_parse_exception_limit();
+    let log_parse = tuning.log_parse_exceptions.unwrap_or(false);
+
+    let record_parse_error =
+        |raw: Option<String>, msg: String, kind: &str| -> Result<(), IngestError> {
+            if log_parse {
+                tracing::warn!(error = %msg, "parse exception");
+            }
+            {
+                let mut saved = stats.saved.lock().expect("stats lock");
+                if (saved.len() as u64) < max_saved {
+                    saved.push(json!({
+                        "timestamp": format_iso_millis(now_millis()),
+                        "input": raw,
+                        "errorType": kind,
+                        "details": {},
+                        "message": [msg.clone()],
+                    }));
+                }
+            }
+            let errors = stats.unparseable.load(Ordering::Relaxed)
+                + stats.processed_with_error.load(Ordering::Relaxed);
+            if errors > max_parse {
+                return Err(IngestError::ParseExceptions(format!(
+                    "Max parse exceptions [{max_parse}] exceeded; last error: {msg}"
+                )));
+            }
+            Ok(())
+        };
+
+    let entities = io
+        .input_source
+        .entities()
+        .map_err(|e| IngestError::Runtime(format!("spec.ioConfig.inputSource: {e}")))?;
+    tracing::info!(files = entities.len(), "reading input");
+    let mut n: u64 = 0;
+    for entity in &entities {
+        let reader = io
+            .input_format
+            .reader(entity)
+            .map_err(|e| IngestError::Runtime(format!("spec.ioConfig.inputFormat: {e}")))?;
+        for item in reader {
+            n += 1;
+            if n.is_multiple_of(4096) && cancel.is_cancelled() {
+                return Err(IngestError::Canceled);
+            }
+            let mut row = match item {
+                Ok(r) => r,
+                Err(e) if e.fatal => {
+                    return Err(IngestError::Runtime(format!(
+                        "cannot read input [{}]: {}",
+                        entity.name(),
+                        e.message
+                    )));
+                }
+                Err(e) => {
+                    stats.unparseable.fetch_add(1, Ordering::Relaxed);
+                    record_parse_error(e.raw.clone(), e.message.clone(), "unparseable")?;
+                    continue;
+                }
+            };
+            let mut ts = match ts_parser.parse_row(&row) {
+                Ok(t) => t,
+                Err(e) => {
+                    stats.unparseable.fetch_add(1, Ordering::Relaxed);
+                    record_parse_error(
+                        Some(Value::Object(row).to_string()),
+                        e.to_string(),
+                        "unparseable",
+                    )?;
+                    continue;
+                }
+            };
+            for (name, expr) in &transforms {
+                let v = expr.eval(&RowBindings::new(&row, Some(ts)));
+                if name == crate::TIME_COLUMN {
+                    match v {
+                        ExprValue::Long(t) => ts = t,
+                        ExprValue::Double(t) => ts = t as i64,
+                        other => {
+                            stats.unparseable.fetch_add(1, Ordering::Relaxed);
+                            record_parse_error(
+                                Some(Value::Object(row.clone()).to_string()),
+                                format!(
+                                    "transform of [__time] produced a non-numeric value [{other:?}]"
+                                ),
+                                "unparseable",
+                            )?;
+                            continue;
+                        }
+                    }
+                } else {
+                    row.insert(name.clone(), v.to_json());
+                }
+            }
+            if let Some(f) = &filter
+                && !f.matches(&row, ts)
+            {
+                stats.thrown_away.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if !intervals.is_empty() && !intervals.iter().any(|i| i.contains_instant(ts)) {
+                stats.thrown_away.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            dims.discover(&row);
+            let mut conversion_error: Option<String> = None;
+            let dim_vals = dims
+                .slots
+                .iter()
+                .map(|s| match to_val(row.get(&s.name), s.ty) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        conversion_error = Some(format!("dimension [{}]: {}", s.name, e.0));
+                        crate::rows::Val::Null
+                    }
+                })
+                .collect();
+            let mut metrics = Vec::with_capacity(kinds.len());
+            for (k, input) in kinds.iter().zip(&metric_inputs) {
+                let computed;
+                let v = match input {
+                    MetricInput::None => None,
+                    MetricInput::Field(f) => row.get(f),
+                    MetricInput::Expr(e) => {
+                        computed = e.eval(&RowBindings::new(&row, Some(ts))).to_json();
+                        Some(&computed)
+                    }
+                };
+                match k.init(v) {
+                    Ok(a) => metrics.push(a),
+                    Err(e) => {
+                        conversion_error = Some(format!("metric input: {}", e.0));
+                        metrics.push(k.init(None).expect("null input always converts"));
+                    }
+                }
+            }
+            let time = g.query_granularity.bucket_start(ts);
+            if let Some(msg) = conversion_error {
+                stats.processed_with_error.fetch_add(1, Ordering::Relaxed);
+                record_parse_error(
+                    Some(Value::Object(row.clone()).to_string()),
+                    msg,
+                    "processedWithError",
+                )?;
+            } else {
+                stats.processed.fetch_add(1, Ordering::Relaxed);
+            }
+            indexer.add(
+                Row {
+                    time,
+                    dims: dim_vals,
+                    metrics,
+                },
+                &dims.slots,
+            )?;
+        }
+        stats
+            .processed_bytes
+            .fetch_add(entity.size_bytes(), Ordering::Relaxed);
+    }
+    let slots = dims.slots.clone();
+    let built = indexer.finish(&slots, &|| cancel.is_cancelled())?;
+    Ok(built)
+}

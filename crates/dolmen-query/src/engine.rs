@@ -1,0 +1,376 @@
+//! The SQL engine: one DataFusion session template configured for Druid SQL, planning and
+//! executing queries over the `druid` catalog.
+//!
+//! Configuration (facts from ARCHITECTURE.md): identifiers are case-sensitive (identifier
+//! normalization off; function names still resolve case-insensitively), the default catalog
+//! and schema are `druid.druid` so `FROM wikipedia` and `FROM druid.wikipedia` both resolve,
+//! and the Druid SQL functions are registered as UDFs. Each query runs on a clone of the
+//! session state, so per-query settings never leak between queries.
+
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use chrono_tz::Tz;
+use datafusion::common::ScalarValue;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use dolmen_common::time::{parse_iso_instant, parse_time_zone};
+use dolmen_storage::{SegmentCache, SegmentView};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::table::DruidCatalog;
+use crate::writer::ResultFormat;
+
+/// A SQL request body (spec: "SQL request body").
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SqlQuery {
+    /// The SQL text.
+    pub query: String,
+    /// Result format (default `object`).
+    #[serde(default)]
+    pub result_format: Option<ResultFormat>,
+    /// Column names as the first row.
+    #[serde(default)]
+    pub header: bool,
+    /// Runtime type names in the header.
+    #[serde(default)]
+    pub types_header: bool,
+    /// SQL type names in the header.
+    #[serde(default)]
+    pub sql_types_header: bool,
+    /// Query context.
+    #[serde(default)]
+    pub context: Option<serde_json::Map<String, Value>>,
+    /// Values for `?` placeholders.
+    #[serde(default)]
+    pub parameters: Option<Vec<SqlParameter>>,
+}
+
+/// A query parameter: `{"type": "VARCHAR", "value": "x"}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SqlParameter {
+    /// SQL type name.
+    #[serde(rename = "type")]
+    pub sql_type: String,
+    /// The value.
+    pub value: Value,
+}
+
+impl SqlQuery {
+    /// A context value as a string.
+    pub fn context_str(&self, key: &str) -> Option<String> {
+        self.context.as_ref()?.get(key).and_then(|v| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        })
+    }
+}
+
+/// Why a query failed; each kind carries Druid's legacy `error` code.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum QueryError {
+    /// The SQL does not parse.
+    #[error("{0}")]
+    Parse(String),
+    /// The SQL parses but does not validate (unknown table or column, type errors).
+    #[error("{0}")]
+    Plan(String),
+    /// A request field or context value is invalid.
+    #[error("{0}")]
+    InvalidInput(String),
+    /// The query exceeded a resource limit.
+    #[error("{0}")]
+    ResourceLimit(String),
+    /// The query was cancelled.
+    #[error("{0}")]
+    Cancelled(String),
+    /// The query failed while running.
+    #[error("{0}")]
+    Execution(String),
+}
+
+impl QueryError {
+    /// Druid's `error` code for this failure (`docs/querying/querying.md`).
+    pub fn error_code(&self) -> &'static str {
+        match self {
+            QueryError::Parse(_) => "SQL parse failed",
+            QueryError::Plan(_) | QueryError::InvalidInput(_) => "Plan validation failed",
+            QueryError::ResourceLimit(_) => "Resource limit exceeded",
+            QueryError::Cancelled(_) => "Query cancelled",
+            QueryError::Execution(_) => "Unknown exception",
+        }
+    }
+
+    /// The `errorClass` Druid reports for this failure.
+    pub fn error_class(&self) -> &'static str {
+        match self {
+            QueryError::Parse(_) => "org.apache.calcite.sql.parser.SqlParseException",
+            QueryError::Plan(_) | QueryError::InvalidInput(_) => {
+                "org.apache.calcite.tools.ValidationException"
+            }
+            QueryError::ResourceLimit(_) => "org.apache.druid.query.ResourceLimitExceededException",
+            QueryError::Cancelled(_) => "org.apache.druid.query.QueryInterruptedException",
+            QueryError::Execution(_) => "java.lang.RuntimeException",
+        }
+    }
+
+    /// HTTP status: 400 for the client's mistakes, 500 otherwise.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            QueryError::Parse(_)
+            | QueryError::Plan(_)
+            | QueryError::InvalidInput(_)
+            | QueryError::ResourceLimit(_) => 400,
+            QueryError::Cancelled(_) | QueryError::Execution(_) => 500,
+        }
+    }
+
+    /// Classifies a DataFusion error raised while planning (`planning = true`) or running.
+    pub fn from_datafusion(e: DataFusionError, planning: bool) -> QueryError {
+        let root = e.find_root();
+        let msg = druid_message(&root.to_string());
+        match root {
+            DataFusionError::SQL(..) => QueryError::Parse(msg),
+            DataFusionError::ResourcesExhausted(_) => QueryError::ResourceLimit(msg),
+            DataFusionError::Plan(_)
+            | DataFusionError::SchemaError(..)
+            | DataFusionError::NotImplemented(_) => QueryError::Plan(msg),
+            _ if planning => QueryError::Plan(msg),
+            _ => QueryError::Execution(msg),
+        }
+    }
+}
+
+/// Rewrites DataFusion's wording into Druid's where clients look for it.
+fn druid_message(m: &str) -> String {
+    let m = m
+        .trim_start_matches("Error during planning: ")
+        .trim_start_matches("SQL error: ")
+        .trim_start_matches("Schema error: ")
+        .trim_start_matches("Execution error: ")
+        .to_string();
+    // "table 'druid.druid.foo' not found" -> "Object 'foo' not found"
+    if let Some(rest) = m.strip_prefix("table '")
+        && let Some(end) = rest.find("' not found")
+    {
+        let name = rest[..end].rsplit('.').next().unwrap_or(&rest[..end]);
+        return format!("Object '{name}' not found");
+    }
+    m
+}
+
+/// Plans and runs Druid SQL.
+pub struct QueryEngine {
+    ctx: SessionContext,
+}
+
+impl std::fmt::Debug for QueryEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryEngine")
+            .field("session_id", &self.ctx.session_id())
+            .finish()
+    }
+}
+
+/// A planned query ready to stream.
+pub struct QueryResult {
+    /// Output schema.
+    pub schema: SchemaRef,
+    /// The result rows.
+    pub stream: SendableRecordBatchStream,
+    /// Time zone for rendering TIMESTAMP values (`sqlTimeZone`).
+    pub time_zone: Tz,
+}
+
+impl std::fmt::Debug for QueryResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryResult")
+            .field("schema", &self.schema)
+            .field("time_zone", &self.time_zone)
+            .finish()
+    }
+}
+
+impl QueryEngine {
+    /// An engine over the live segment view; `target_partitions` bounds scan parallelism.
+    pub fn new(
+        view: Arc<SegmentView>,
+        cache: Arc<SegmentCache>,
+        target_partitions: usize,
+    ) -> QueryEngine {
+        let mut config = SessionConfig::new()
+            .with_create_default_catalog_and_schema(false)
+            .with_default_catalog_and_schema("druid", "druid")
+            .with_information_schema(false)
+            .with_target_partitions(target_partitions.max(1));
+        config.options_mut().sql_parser.enable_ident_normalization = false;
+        let ctx = SessionContext::new_with_config(config);
+        ctx.register_catalog("druid", Arc::new(DruidCatalog::new(view, cache)));
+        crate::functions::register_druid_functions(&ctx);
+        QueryEngine { ctx }
+    }
+
+    /// A fresh session for one query.
+    fn session(&self) -> SessionContext {
+        SessionContext::new_with_state(self.ctx.state())
+    }
+
+    /// Plans a query (parse, Druid rewrites, validation, parameter binding).
+    ///
+    /// # Errors
+    /// [`QueryError::Parse`] / [`QueryError::Plan`] / [`QueryError::InvalidInput`].
+    pub async fn plan(
+        &self,
+        q: &SqlQuery,
+        time_zone: Tz,
+    ) -> Result<(SessionContext, LogicalPlan), QueryError> {
+        if q.query.trim().is_empty() {
+            return Err(QueryError::InvalidInput("Empty query".into()));
+        }
+        let ctx = self.session();
+        let opts = crate::rewrite::RewriteOptions::with_time_zone(time_zone);
+        let df = crate::rewrite::plan_sql_with(&ctx, &q.query, &opts, crate::rewrite::read_only())
+            .await
+            .map_err(|e| QueryError::from_datafusion(e, true))?;
+        let df = match &q.parameters {
+            Some(params) if !params.is_empty() => {
+                let values = params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| parameter_value(i, p))
+                    .collect::<Result<Vec<_>, _>>()?;
+                df.with_param_values(values)
+                    .map_err(|e| QueryError::from_datafusion(e, true))?
+            }
+            _ => df,
+        };
+        Ok((ctx, df.logical_plan().clone()))
+    }
+
+    /// Plans and starts a query; rows arrive on the returned stream.
+    ///
+    /// # Errors
+    /// Planning errors, and errors starting execution.
+    pub async fn execute(&self, q: &SqlQuery) -> Result<QueryResult, QueryError> {
+        let time_zone = match q.context_str("sqlTimeZone") {
+            Some(tz) => parse_time_zone(&tz)
+                .map_err(|e| QueryError::InvalidInput(format!("context.sqlTimeZone: {e}")))?,
+            None => Tz::UTC,
+        };
+        let (ctx, plan) = self.plan(q, time_zone).await?;
+        let df = ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(|e| QueryError::from_datafusion(e, true))?;
+        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+        let stream = df
+            .execute_stream()
+            .await
+            .map_err(|e| QueryError::from_datafusion(e, false))?;
+        Ok(QueryResult {
+            schema,
+            stream,
+            time_zone,
+        })
+    }
+}
+
+/// Converts a request parameter to a literal (`SqlParameter.java` types).
+fn parameter_value(i: usize, p: &SqlParameter) -> Result<ScalarValue, QueryError> {
+    let bad = || {
+        QueryError::InvalidInput(format!(
+            "parameters[{i}]: value [{}] is not a valid {}",
+            p.value, p.sql_type
+        ))
+    };
+    let t = p.sql_type.to_ascii_uppercase();
+    if p.value.is_null() {
+        return Ok(match t.as_str() {
+            "BIGINT" | "INTEGER" | "SMALLINT" | "TINYINT" => ScalarValue::Int64(None),
+            "DOUBLE" | "FLOAT" | "REAL" | "DECIMAL" => ScalarValue::Float64(None),
+            "BOOLEAN" => ScalarValue::Boolean(None),
+            "TIMESTAMP" | "DATE" => ScalarValue::TimestampMillisecond(None, None),
+            _ => ScalarValue::Utf8(None),
+        });
+    }
+    Ok(match t.as_str() {
+        "VARCHAR" | "CHAR" => ScalarValue::Utf8(Some(match &p.value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })),
+        "BIGINT" | "INTEGER" | "SMALLINT" | "TINYINT" => ScalarValue::Int64(Some(match &p.value {
+            Value::Number(n) => n.as_i64().ok_or_else(bad)?,
+            Value::String(s) => s.trim().parse().map_err(|_| bad())?,
+            _ => return Err(bad()),
+        })),
+        "DOUBLE" | "FLOAT" | "REAL" | "DECIMAL" => ScalarValue::Float64(Some(match &p.value {
+            Value::Number(n) => n.as_f64().ok_or_else(bad)?,
+            Value::String(s) => s.trim().parse().map_err(|_| bad())?,
+            _ => return Err(bad()),
+        })),
+        "BOOLEAN" => ScalarValue::Boolean(Some(match &p.value {
+            Value::Bool(b) => *b,
+            Value::String(s) if s.eq_ignore_ascii_case("true") => true,
+            Value::String(s) if s.eq_ignore_ascii_case("false") => false,
+            _ => return Err(bad()),
+        })),
+        "TIMESTAMP" | "DATE" => ScalarValue::TimestampMillisecond(
+            Some(match &p.value {
+                Value::Number(n) => n.as_i64().ok_or_else(bad)?,
+                Value::String(s) => parse_iso_instant(s).map_err(|_| bad())?,
+                _ => return Err(bad()),
+            }),
+            None,
+        ),
+        other => {
+            return Err(QueryError::InvalidInput(format!(
+                "parameters[{i}]: unsupported parameter type [{other}]"
+            )));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_not_found_reads_like_druid() {
+        assert_eq!(
+            druid_message("Error during planning: table 'druid.druid.foo' not found"),
+            "Object 'foo' not found"
+        );
+    }
+
+    #[test]
+    fn parameters_convert() {
+        let p = SqlParameter {
+            sql_type: "BIGINT".into(),
+            value: serde_json::json!(5),
+        };
+        assert_eq!(parameter_value(0, &p).unwrap(), ScalarValue::Int64(Some(5)));
+        let bad = SqlParameter {
+            sql_type: "BIGINT".into(),
+            value: serde_json::json!("x"),
+        };
+        assert!(
+            parameter_value(0, &bad)
+                .unwrap_err()
+                .to_string()
+                .contains("parameters[0]")
+        );
+        let ts = SqlParameter {
+            sql_type: "TIMESTAMP".into(),
+            value: serde_json::json!("2015-09-12 00:00:00"),
+        };
+        assert!(matches!(
+            parameter_value(0, &ts).unwrap(),
+            ScalarValue::TimestampMillisecond(Some(_), None)
+        ));
+    }
+}

@@ -1,0 +1,18 @@
+//! Dolmen's broker: Druid SQL over Apache DataFusion.
+//!
+//! - [`engine`]: the session template (case-sensitive identifiers, `druid` catalog, Druid
+//!   functions), planning with Druid's AST rewrites, parameter binding, error classification.
+//! - [`table`]: the `druid` schema; a datasource table scans the visible segments of a timeline
+//!   snapshot, pruned by `__time` before any file is opened.
+//! - [`functions`]: Druid SQL functions as DataFusion UDFs (`TIME_FLOOR`, `TIME_IN_INTERVAL`, ...).
+//! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).
+//! - [`writer`]: Druid's result formats with exact bytes.
+
+pub mod engine;
+pub mod functions;
+pub mod rewrite;
+pub mod table;
+pub mod writer;
+
+pub use engine::{QueryEngine, QueryError, QueryResult, SqlParameter, SqlQuery};
+pub use writer::{ResultFormat, ResultWriter};

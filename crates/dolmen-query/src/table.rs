@@ -1,0 +1,443 @@
+//! The `druid` schema: one table per datasource, scanning the visible segments of a timeline
+//! snapshot.
+//!
+//! Planning a scan: take the datasource's timeline snapshot, derive the `__time` intervals the
+//! query's filters allow (`__time >= / > / < / <= / = literal`, `BETWEEN`, conjunctions, and
+//! `TIME_IN_INTERVAL`, which simplifies to such ranges), look up only the visible entries
+//! overlapping them, make sure their files are in the segment cache, and read them with
+//! DataFusion's Parquet scan (row groups and pages pruned by statistics through the pushed
+//! predicate). Entries visible over only part of their time chunk (a higher version covers the
+//! rest) are read with a filter restricting `__time` to the visible part.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider};
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, Operator, TableProviderFilterPushDown, TableType,
+};
+use datafusion::physical_expr::expressions::{
+    BinaryExpr as PhysBinary, Column as PhysColumn, Literal as PhysLiteral,
+};
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::filter::FilterExecBuilder;
+use datafusion::physical_plan::union::UnionExec;
+use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
+use dolmen_common::Interval;
+use dolmen_common::time::{MAX_INSTANT, MIN_INSTANT};
+use dolmen_segment::{SegmentColumn, TIME_COLUMN, Timeline, TimelineEntry};
+use dolmen_storage::{SegmentCache, SegmentView};
+
+/// The `druid` catalog: schema `druid` with one table per datasource.
+#[derive(Debug)]
+pub struct DruidCatalog {
+    schema: Arc<DruidSchema>,
+}
+
+impl DruidCatalog {
+    /// A catalog over the live segment view.
+    pub fn new(view: Arc<SegmentView>, cache: Arc<SegmentCache>) -> DruidCatalog {
+        DruidCatalog {
+            schema: Arc::new(DruidSchema { view, cache }),
+        }
+    }
+}
+
+impl CatalogProvider for DruidCatalog {
+    fn schema_names(&self) -> Vec<String> {
+        vec!["druid".to_string()]
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        (name == "druid").then(|| Arc::clone(&self.schema) as Arc<dyn SchemaProvider>)
+    }
+}
+
+/// The `druid` schema.
+#[derive(Debug)]
+pub struct DruidSchema {
+    view: Arc<SegmentView>,
+    cache: Arc<SegmentCache>,
+}
+
+#[async_trait]
+impl SchemaProvider for DruidSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.view.data_sources()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        Ok(self
+            .view
+            .timeline(name)
+            .filter(|t| !t.is_empty())
+            .map(|timeline| {
+                Arc::new(DatasourceTable::new(
+                    name.to_string(),
+                    timeline,
+                    Arc::clone(&self.cache),
+                )) as Arc<dyn TableProvider>
+            }))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.view.timeline(name).is_some_and(|t| !t.is_empty())
+    }
+}
+
+/// A datasource as a table, bound to one timeline snapshot.
+#[derive(Debug)]
+pub struct DatasourceTable {
+    name: String,
+    timeline: Arc<Timeline>,
+    cache: Arc<SegmentCache>,
+    schema: SchemaRef,
+}
+
+impl DatasourceTable {
+    /// A table over `timeline`; its schema is `__time` followed by the columns of the visible
+    /// segments, newest time chunk first (a column keeps the type it has in the newest segment).
+    pub fn new(name: String, timeline: Arc<Timeline>, cache: Arc<SegmentCache>) -> DatasourceTable {
+        let schema = datasource_schema(&timeline);
+        DatasourceTable {
+            name,
+            timeline,
+            cache,
+            schema,
+        }
+    }
+
+    /// The datasource name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The merged schema of a timeline's visible segments.
+pub fn datasource_schema(timeline: &Timeline) -> SchemaRef {
+    let mut fields = vec![Field::new(
+        TIME_COLUMN,
+        DataType::Timestamp(TimeUnit::Millisecond, None),
+        false,
+    )];
+    let mut seen = HashSet::new();
+    let mut dims: Vec<&SegmentColumn> = Vec::new();
+    let mut metrics: Vec<&SegmentColumn> = Vec::new();
+    for entry in timeline.entries().iter().rev() {
+        for seg in &entry.segments {
+            for c in &seg.columns {
+                if seen.insert(c.name.as_str()) {
+                    match c.kind {
+                        dolmen_segment::ColumnKind::Dimension => dims.push(c),
+                        dolmen_segment::ColumnKind::Metric => metrics.push(c),
+                    }
+                }
+            }
+        }
+    }
+    for c in dims.into_iter().chain(metrics) {
+        fields.push(Field::new(&c.name, c.ty.arrow_type(), true));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+#[async_trait]
+impl TableProvider for DatasourceTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // Filters are used for segment pruning and Parquet statistics; DataFusion still applies
+        // them to the rows.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let projected_schema = match projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => Arc::clone(&self.schema),
+        };
+        let allowed = time_ranges(filters);
+        let entries = self.timeline.lookup(&allowed);
+        if entries.is_empty() {
+            return Ok(Arc::new(EmptyExec::new(projected_schema)));
+        }
+        // Physical predicate for Parquet row-group and page pruning.
+        let predicate = match filters.iter().cloned().reduce(|a, b| a.and(b)) {
+            Some(f) => {
+                let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
+                state.create_physical_expr(f, &df_schema).ok()
+            }
+            None => None,
+        };
+        let target = state.config().target_partitions().max(1);
+        let mut whole: Vec<PartitionedFile> = Vec::new();
+        let mut partial: Vec<(&TimelineEntry, Vec<PartitionedFile>)> = Vec::new();
+        for e in &entries {
+            let mut files = Vec::with_capacity(e.segments.len());
+            for s in &e.segments {
+                let path = self
+                    .cache
+                    .ensure_loaded(s)
+                    .await
+                    .map_err(|err| DataFusionError::External(Box::new(err)))?;
+                files.push(PartitionedFile::new(
+                    path.to_string_lossy().to_string(),
+                    s.size,
+                ));
+            }
+            if e.is_whole() {
+                whole.extend(files);
+            } else {
+                partial.push((e, files));
+            }
+        }
+        let mut plans: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+        if !whole.is_empty() {
+            plans.push(self.parquet_scan(whole, target, projection, predicate.clone(), limit)?);
+        }
+        for (e, files) in partial {
+            // Read all columns needed for the time restriction, then project.
+            let scan = self.parquet_scan(files, 1, None, predicate.clone(), None)?;
+            let filter = FilterExecBuilder::new(time_restriction(&self.schema, e.interval)?, scan)
+                .apply_projection(projection.cloned())?
+                .build()?;
+            plans.push(Arc::new(filter));
+        }
+        UnionExec::try_new(plans)
+    }
+}
+
+impl DatasourceTable {
+    fn parquet_scan(
+        &self,
+        files: Vec<PartitionedFile>,
+        target: usize,
+        projection: Option<&Vec<usize>>,
+        predicate: Option<Arc<dyn PhysicalExpr>>,
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let mut source = ParquetSource::new(Arc::clone(&self.schema));
+        if let Some(p) = predicate {
+            source = source.with_predicate(p);
+        }
+        let n = target.min(files.len()).max(1);
+        let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); n];
+        for (i, f) in files.into_iter().enumerate() {
+            groups[i % n].push(f);
+        }
+        let config =
+            FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+                .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
+                .with_projection_indices(projection.cloned())?
+                .with_limit(limit)
+                .build();
+        Ok(DataSourceExec::from_data_source(config))
+    }
+}
+
+/// `__time >= start AND __time < end` as a physical expression over `schema`.
+fn time_restriction(schema: &SchemaRef, iv: Interval) -> Result<Arc<dyn PhysicalExpr>> {
+    let idx = schema.index_of(TIME_COLUMN)?;
+    let col: Arc<dyn PhysicalExpr> = Arc::new(PhysColumn::new(TIME_COLUMN, idx));
+    let lit = |v: i64| -> Arc<dyn PhysicalExpr> {
+        Arc::new(PhysLiteral::new(ScalarValue::TimestampMillisecond(
+            Some(v),
+            None,
+        )))
+    };
+    let ge: Arc<dyn PhysicalExpr> = Arc::new(PhysBinary::new(
+        Arc::clone(&col),
+        Operator::GtEq,
+        lit(iv.start),
+    ));
+    let lt: Arc<dyn PhysicalExpr> = Arc::new(PhysBinary::new(col, Operator::Lt, lit(iv.end)));
+    Ok(Arc::new(PhysBinary::new(ge, Operator::And, lt)))
+}
+
+/// The `__time` intervals the filters allow (all time when they say nothing about `__time`).
+///
+/// Only top-level conjuncts of the forms `__time <op> literal`, `literal <op> __time`
+/// (with `__time` possibly under a cast) and `__time BETWEEN a AND b` are used; anything else
+/// leaves the range unrestricted (DataFusion still evaluates every filter on the rows).
+pub fn time_ranges(filters: &[Expr]) -> Vec<Interval> {
+    let mut lo = MIN_INSTANT;
+    let mut hi = MAX_INSTANT;
+    let mut conjuncts = Vec::new();
+    for f in filters {
+        split_conjunction(f, &mut conjuncts);
+    }
+    for c in conjuncts {
+        match c {
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+                let (op, value) = if is_time_column(left) {
+                    match literal_millis(right) {
+                        Some(v) => (*op, v),
+                        None => continue,
+                    }
+                } else if is_time_column(right) {
+                    match (literal_millis(left), op.swap()) {
+                        (Some(v), Some(sw)) => (sw, v),
+                        _ => continue,
+                    }
+                } else {
+                    continue;
+                };
+                match op {
+                    Operator::Gt => lo = lo.max(value.saturating_add(1)),
+                    Operator::GtEq => lo = lo.max(value),
+                    Operator::Lt => hi = hi.min(value),
+                    Operator::LtEq => hi = hi.min(value.saturating_add(1)),
+                    Operator::Eq => {
+                        lo = lo.max(value);
+                        hi = hi.min(value.saturating_add(1));
+                    }
+                    _ => {}
+                }
+            }
+            Expr::Between(b) if !b.negated && is_time_column(&b.expr) => {
+                if let (Some(a), Some(z)) = (literal_millis(&b.low), literal_millis(&b.high)) {
+                    lo = lo.max(a);
+                    hi = hi.min(z.saturating_add(1));
+                }
+            }
+            _ => {}
+        }
+    }
+    if lo >= hi {
+        return Vec::new();
+    }
+    vec![Interval { start: lo, end: hi }]
+}
+
+fn split_conjunction<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::And,
+            right,
+        }) => {
+            split_conjunction(left, out);
+            split_conjunction(right, out);
+        }
+        other => out.push(other),
+    }
+}
+
+fn is_time_column(e: &Expr) -> bool {
+    match e {
+        Expr::Column(c) => c.name == TIME_COLUMN,
+        Expr::Cast(c) => is_time_column(&c.expr),
+        Expr::TryCast(c) => is_time_column(&c.expr),
+        _ => false,
+    }
+}
+
+/// A timestamp (or integer millisecond) literal as ms; floors finer units.
+fn literal_millis(e: &Expr) -> Option<i64> {
+    let v = match e {
+        Expr::Literal(v, _) => v,
+        Expr::Cast(c) => return literal_millis(&c.expr).or_else(|| cast_string_literal(&c.expr)),
+        _ => return None,
+    };
+    match v {
+        ScalarValue::TimestampMillisecond(Some(x), _) => Some(*x),
+        ScalarValue::TimestampSecond(Some(x), _) => x.checked_mul(1000),
+        ScalarValue::TimestampMicrosecond(Some(x), _) => Some(x.div_euclid(1000)),
+        ScalarValue::TimestampNanosecond(Some(x), _) => Some(x.div_euclid(1_000_000)),
+        ScalarValue::Date32(Some(d)) => Some(i64::from(*d) * 86_400_000),
+        ScalarValue::Date64(Some(d)) => Some(*d),
+        _ => None,
+    }
+}
+
+fn cast_string_literal(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Literal(ScalarValue::Utf8(Some(s)), _) => {
+            dolmen_common::time::parse_iso_instant(s).ok()
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::{col, lit};
+
+    fn ts(s: &str) -> Expr {
+        lit(ScalarValue::TimestampMillisecond(
+            Some(dolmen_common::time::parse_iso_instant(s).unwrap()),
+            None,
+        ))
+    }
+
+    #[test]
+    fn extracts_time_ranges() {
+        let f = col("__time")
+            .gt_eq(ts("2015-09-12"))
+            .and(col("__time").lt(ts("2015-09-13")));
+        assert_eq!(
+            time_ranges(&[f]),
+            vec![Interval::parse("2015-09-12/2015-09-13").unwrap()]
+        );
+        let b = col("__time").between(ts("2015-09-12T02"), ts("2015-09-12T03"));
+        let r = time_ranges(&[b]);
+        assert_eq!(
+            r[0].start,
+            dolmen_common::time::parse_iso_instant("2015-09-12T02").unwrap()
+        );
+        assert_eq!(
+            r[0].end,
+            dolmen_common::time::parse_iso_instant("2015-09-12T03").unwrap() + 1
+        );
+        // Reversed operands and unrelated filters.
+        let rev = ts("2015-09-12")
+            .lt_eq(col("__time"))
+            .and(col("page").eq(lit("x")));
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            time_ranges(&[rev])[0].start,
+            dolmen_common::time::parse_iso_instant("2015-09-12").unwrap()
+        );
+        // Contradiction: nothing to read.
+        let none = col("__time")
+            .lt(ts("2015-09-12"))
+            .and(col("__time").gt(ts("2015-09-13")));
+        assert!(time_ranges(&[none]).is_empty());
+        // An OR says nothing usable: everything.
+        let or = col("__time")
+            .lt(ts("2015-09-12"))
+            .or(col("page").eq(lit("x")));
+        assert_eq!(
+            time_ranges(&[or]),
+            vec![Interval {
+                start: MIN_INSTANT,
+                end: MAX_INSTANT
+            }]
+        );
+    }
+}

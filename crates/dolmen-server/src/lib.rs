@@ -1,0 +1,163 @@
+//! Dolmen's HTTP API (the router role): axum routes, one module per API family, and the single
+//! mapping from domain errors to HTTP statuses and JSON shapes ([`error`]).
+//!
+//! Every API route answers under `/service/...` (canonical, spec) and under `/druid/...` (for
+//! Druid clients). Handlers always write `X-Service-*` response headers; a middleware on the
+//! `/druid` tree renames them to `X-Druid-*`. `/status` and `/status/health` live at the root,
+//! as in Druid.
+//!
+//! Handlers are thin: they parse and validate the request at the edge and call the overlord or
+//! the query engine.
+
+pub mod error;
+pub mod paths;
+pub mod sql;
+pub mod tasks;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderName, HeaderValue};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::{get, post};
+use dolmen_metadata::MetadataStore;
+use dolmen_overlord::Overlord;
+use dolmen_query::QueryEngine;
+use dolmen_storage::SegmentView;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Dolmen's version string (`GET /status`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Largest request body accepted, bytes (task specs with inline data can be large).
+pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Everything handlers need.
+#[derive(Debug)]
+pub struct AppState {
+    /// Task queue and runner.
+    pub overlord: Arc<Overlord>,
+    /// SQL engine.
+    pub engine: Arc<QueryEngine>,
+    /// Live timelines.
+    pub view: Arc<SegmentView>,
+    /// Metadata store.
+    pub metadata: Arc<dyn MetadataStore>,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: u16,
+}
+
+impl AppState {
+    /// `host:port` as reported in error bodies.
+    pub fn host_port(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// The API routes, relative to a prefix.
+fn api_routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route(paths::SQL, post(sql::post_sql))
+        .route(paths::TASK_SUBMIT, post(tasks::submit))
+        .route(paths::TASK, get(tasks::get_task))
+        .route(paths::TASK_STATUS, get(tasks::get_status))
+        .route(paths::TASK_REPORTS, get(tasks::get_reports))
+        .route(paths::TASK_LOG, get(tasks::get_log))
+        .route(paths::TASK_SEGMENTS, get(tasks::get_segments))
+        .route(paths::TASK_SHUTDOWN, post(tasks::shutdown))
+        .route(paths::TASKS, get(tasks::list_tasks))
+        .route(paths::COMPLETE_TASKS, get(tasks::complete_tasks))
+        .route(paths::RUNNING_TASKS, get(tasks::running_tasks))
+        .route(paths::WAITING_TASKS, get(tasks::waiting_tasks))
+        .route(paths::PENDING_TASKS, get(tasks::pending_tasks))
+}
+
+/// Renames `X-Service-*` response headers to `X-Druid-*` for the `/druid` tree.
+async fn druid_headers(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    let renames: Vec<(HeaderName, HeaderValue)> = resp
+        .headers()
+        .iter()
+        .filter_map(|(k, v)| {
+            let name = k.as_str();
+            name.strip_prefix("x-service-").and_then(|rest| {
+                HeaderName::from_bytes(format!("x-druid-{rest}").as_bytes())
+                    .ok()
+                    .map(|n| (n, v.clone()))
+            })
+        })
+        .collect();
+    for (n, v) in renames {
+        let old = format!("x-service-{}", &n.as_str()["x-druid-".len()..]);
+        resp.headers_mut().remove(old.as_str());
+        resp.headers_mut().append(n, v);
+    }
+    resp
+}
+
+async fn status(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let _ = &state;
+    Json(json!({
+        "version": VERSION,
+        "modules": [],
+        "memory": {},
+    }))
+}
+
+async fn health() -> Json<bool> {
+    Json(true)
+}
+
+async fn self_discovered() -> Json<serde_json::Value> {
+    Json(json!({ "selfDiscovered": true }))
+}
+
+async fn not_found(req: Request) -> impl IntoResponse {
+    error::ResourceError::new(
+        404,
+        format!("no such resource: {} {}", req.method(), req.uri().path()),
+    )
+}
+
+/// The complete router.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(paths::STATUS, get(status))
+        .route(paths::STATUS_HEALTH, get(health))
+        .route(paths::STATUS_SELF_DISCOVERED, get(self_discovered))
+        .nest(paths::SERVICE_PREFIX, api_routes())
+        .nest(
+            paths::DRUID_PREFIX,
+            api_routes().layer(middleware::from_fn(druid_headers)),
+        )
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY_BYTES))
+        .with_state(state)
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+}
+
+/// Serves the router on a bound listener until `shutdown` is cancelled, then stops accepting
+/// and finishes in-flight requests.
+///
+/// # Errors
+/// On a listener failure.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = router(state);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
+}

@@ -1,0 +1,142 @@
+//! Server configuration: command-line flags, `DOLMEN_*` environment variables, an optional Java
+//! properties file, and defaults, in that order of precedence (see `dolmen_common::config`).
+//!
+//! | flag | environment | property | default |
+//! |---|---|---|---|
+//! | `--port` | `DOLMEN_PORT` | `service.plaintextPort` | 8888 |
+//! | `--host` | `DOLMEN_HOST` | `service.host` | 127.0.0.1 |
+//! | `--data-dir` | `DOLMEN_DATA_DIR` | `service.dataDir` | `./var` |
+//! | `--config` | `DOLMEN_CONFIG` | | none |
+//! | `--worker-capacity` | `DOLMEN_WORKER_CAPACITY` | `service.worker.capacity` | number of cores |
+//! | `--query-threads` | `DOLMEN_QUERY_THREADS` | `service.processing.numThreads` | number of cores |
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use dolmen_common::config::Properties;
+
+/// Flags shared by `dolmen server` and `dolmen quickstart`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServerArgs {
+    /// HTTP port (property service.plaintextPort; default 8888; 0 picks a free port).
+    #[arg(long, env = "DOLMEN_PORT")]
+    pub port: Option<u16>,
+    /// Address to bind (property service.host; default 127.0.0.1).
+    #[arg(long, env = "DOLMEN_HOST")]
+    pub host: Option<String>,
+    /// Directory for all state: metadata.db, deep-storage/, segment-cache/, task-logs/
+    /// (property service.dataDir; default ./var).
+    #[arg(long, env = "DOLMEN_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Java properties file with spec property names.
+    #[arg(long, env = "DOLMEN_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Tasks that may run at once (property service.worker.capacity; default: cores).
+    #[arg(long, env = "DOLMEN_WORKER_CAPACITY")]
+    pub worker_capacity: Option<usize>,
+    /// Query parallelism (property service.processing.numThreads; default: cores).
+    #[arg(long, env = "DOLMEN_QUERY_THREADS")]
+    pub query_threads: Option<usize>,
+}
+
+/// Effective server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Port to bind.
+    pub port: u16,
+    /// Address to bind.
+    pub host: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Task slots.
+    pub worker_capacity: usize,
+    /// Query parallelism.
+    pub query_threads: usize,
+    /// Period of the timeline refresh loop.
+    pub view_refresh: Duration,
+}
+
+impl ServerConfig {
+    /// Resolves flags/env over the properties file over defaults.
+    ///
+    /// # Errors
+    /// When the properties file cannot be read or holds an invalid value (naming the property).
+    pub fn resolve(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
+        let props = match &args.config {
+            Some(p) => Properties::load(p)?,
+            None => Properties::default(),
+        };
+        ServerConfig::from_parts(args, &props)
+    }
+
+    /// Resolves from already-parsed properties.
+    ///
+    /// # Errors
+    /// When a property holds an invalid value.
+    pub fn from_parts(args: &ServerArgs, props: &Properties) -> anyhow::Result<ServerConfig> {
+        let cores = num_cpus::get().max(1);
+        Ok(ServerConfig {
+            port: match args.port {
+                Some(p) => p,
+                None => props
+                    .get_parsed::<u16>("service.plaintextPort")?
+                    .unwrap_or(8888),
+            },
+            host: args
+                .host
+                .clone()
+                .or_else(|| props.get("service.host").map(str::to_string))
+                .unwrap_or_else(|| "127.0.0.1".to_string()),
+            data_dir: args
+                .data_dir
+                .clone()
+                .or_else(|| props.get("service.dataDir").map(PathBuf::from))
+                .unwrap_or_else(|| PathBuf::from("var")),
+            worker_capacity: match args.worker_capacity {
+                Some(c) => c,
+                None => props
+                    .get_parsed::<usize>("service.worker.capacity")?
+                    .unwrap_or(cores),
+            }
+            .max(1),
+            query_threads: match args.query_threads {
+                Some(c) => c,
+                None => props
+                    .get_parsed::<usize>("service.processing.numThreads")?
+                    .unwrap_or(cores),
+            }
+            .max(1),
+            view_refresh: crate::DEFAULT_VIEW_REFRESH,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_file_override_defaults() {
+        let props = Properties::parse(
+            "service.plaintextPort=9000\nservice.host=0.0.0.0\nservice.worker.capacity=3\n",
+        );
+        let c = ServerConfig::from_parts(&ServerArgs::default(), &props).unwrap();
+        assert_eq!(c.port, 9000);
+        assert_eq!(c.host, "0.0.0.0");
+        assert_eq!(c.worker_capacity, 3);
+        assert_eq!(c.data_dir, PathBuf::from("var"));
+        let args = ServerArgs {
+            port: Some(1234),
+            ..Default::default()
+        };
+        let c = ServerConfig::from_parts(&args, &props).unwrap();
+        assert_eq!(c.port, 1234);
+        let d = ServerConfig::from_parts(&ServerArgs::default(), &Properties::default()).unwrap();
+        assert_eq!(d.port, 8888);
+        assert_eq!(d.host, "127.0.0.1");
+        let bad = Properties::parse("service.plaintextPort=http\n");
+        let e = ServerConfig::from_parts(&ServerArgs::default(), &bad).unwrap_err();
+        assert!(format!("{e:#}").contains("service.plaintextPort"));
+    }
+}

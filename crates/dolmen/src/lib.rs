@@ -1,0 +1,197 @@
+//! The `dolmen` binary's library: configuration resolution and the wiring of every role into
+//! one process (router, broker, overlord, historical, indexer), with an ordered graceful
+//! shutdown.
+//!
+//! Start-up order: data directories, metadata store (migrations), deep storage and segment
+//! cache, timelines from the metadata store, overlord (recovers interrupted tasks), query
+//! engine, HTTP listener. Shutdown order is the reverse of need: stop accepting HTTP requests,
+//! stop the overlord (running tasks are cancelled and recorded FAILED; publishing is atomic, so
+//! nothing is half-published), then close the metadata store.
+
+pub mod config;
+pub mod quickstart;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use dolmen_metadata::{MetadataStore, SqlMetadataStore};
+use dolmen_overlord::{Overlord, OverlordConfig, TaskLogs};
+use dolmen_query::QueryEngine;
+use dolmen_server::AppState;
+use dolmen_storage::{DeepStorage, SegmentCache, SegmentView};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use config::ServerConfig;
+
+/// A running all-in-one server.
+#[derive(Debug)]
+pub struct RunningServer {
+    /// The bound address (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    /// Handler state (overlord, engine, view, metadata).
+    pub state: Arc<AppState>,
+    sql_store: Arc<SqlMetadataStore>,
+    http_shutdown: CancellationToken,
+    background: TaskTracker,
+    background_shutdown: CancellationToken,
+}
+
+impl RunningServer {
+    /// The base URL, e.g. `http://127.0.0.1:8888`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Graceful shutdown: HTTP first, then background loops, then running tasks, then the
+    /// metadata store.
+    pub async fn shutdown(self) {
+        tracing::info!("shutting down");
+        self.http_shutdown.cancel();
+        self.background_shutdown.cancel();
+        self.background.close();
+        self.state.overlord.stop().await;
+        self.background.wait().await;
+        self.sql_store.close().await;
+        tracing::info!("shutdown complete");
+    }
+}
+
+/// Starts every role in this process.
+///
+/// # Errors
+/// When a directory, the metadata store or the listener cannot be set up.
+pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<RunningServer> {
+    let data = &config.data_dir;
+    std::fs::create_dir_all(data)
+        .with_context(|| format!("cannot create data directory [{}]", data.display()))?;
+    let sql_store = Arc::new(
+        SqlMetadataStore::open_sqlite(&data.join("metadata.db"))
+            .await
+            .context("cannot open the metadata store")?,
+    );
+    let metadata: Arc<dyn MetadataStore> = Arc::clone(&sql_store) as Arc<dyn MetadataStore>;
+    let deep =
+        DeepStorage::local(&data.join("deep-storage")).context("cannot open deep storage")?;
+    let cache = Arc::new(
+        SegmentCache::new(&data.join("segment-cache"), deep.clone())
+            .context("cannot open the segment cache")?,
+    );
+    let view = Arc::new(SegmentView::new(Arc::clone(&metadata)));
+    view.refresh()
+        .await
+        .context("cannot load timelines from the metadata store")?;
+    logs.set_dir(&data.join("task-logs"))
+        .context("cannot create the task log directory")?;
+
+    let listener = TcpListener::bind((config.host.as_str(), config.port))
+        .await
+        .with_context(|| format!("cannot listen on {}:{}", config.host, config.port))?;
+    let addr = listener.local_addr()?;
+
+    let overlord = Overlord::start(
+        Arc::clone(&metadata),
+        deep,
+        Arc::clone(&view),
+        Arc::clone(&cache),
+        logs,
+        OverlordConfig {
+            work_dir: data.join("task-work"),
+            capacity: config.worker_capacity,
+            host: advertised_host(&config.host),
+            port: addr.port(),
+        },
+    )
+    .await
+    .context("cannot start the overlord")?;
+    let engine = Arc::new(QueryEngine::new(
+        Arc::clone(&view),
+        Arc::clone(&cache),
+        config.query_threads,
+    ));
+    let state = Arc::new(AppState {
+        overlord,
+        engine,
+        view: Arc::clone(&view),
+        metadata,
+        host: advertised_host(&config.host),
+        port: addr.port(),
+    });
+
+    let http_shutdown = CancellationToken::new();
+    let background_shutdown = CancellationToken::new();
+    let background = TaskTracker::new();
+    {
+        let state = Arc::clone(&state);
+        let token = http_shutdown.clone();
+        background.spawn(async move {
+            if let Err(e) = dolmen_server::serve(listener, state, token).await {
+                tracing::error!(error = %e, "http server failed");
+            }
+        });
+    }
+    {
+        // Timelines are refreshed after every publish; this loop also picks up changes made by
+        // other processes sharing the metadata store.
+        let view = Arc::clone(&view);
+        let token = background_shutdown.clone();
+        let period = config.view_refresh;
+        background.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    _ = tokio::time::sleep(period) => {
+                        if let Err(e) = view.refresh().await {
+                            tracing::warn!(error = %e, "timeline refresh failed");
+                        }
+                    }
+                }
+            }
+        });
+    }
+    tracing::info!(%addr, data_dir = %data.display(), "dolmen started");
+    Ok(RunningServer {
+        addr,
+        state,
+        sql_store,
+        http_shutdown,
+        background,
+        background_shutdown,
+    })
+}
+
+fn advertised_host(bind: &str) -> String {
+    if bind == "0.0.0.0" || bind == "::" {
+        "localhost".to_string()
+    } else {
+        bind.to_string()
+    }
+}
+
+/// Resolves when SIGINT or SIGTERM arrives.
+pub async fn wait_for_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+
+/// Default period of the timeline refresh loop.
+pub const DEFAULT_VIEW_REFRESH: Duration = Duration::from_secs(30);

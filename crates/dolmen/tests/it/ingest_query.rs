@@ -1,0 +1,263 @@
+//! The main job: ingest the Wikipedia sample with Druid's quickstart spec, then answer the
+//! Druid tutorial's queries with Druid's documented answers.
+
+use serde_json::{Value, json};
+
+use crate::common::{Server, wikipedia_spec};
+
+#[test]
+fn quickstart_spec_ingests_and_tutorial_queries_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let status = server.run_task(&wikipedia_spec());
+    assert_eq!(status["status"], "SUCCESS", "{status}");
+    assert_eq!(status["statusCode"], "SUCCESS");
+    assert_eq!(status["runnerStatusCode"], "NONE");
+    assert!(status["duration"].as_i64().unwrap() >= 0);
+    assert_eq!(status["dataSource"], "wikipedia");
+    let id = status["id"].as_str().unwrap().to_string();
+
+    // Report shape and counts.
+    let (code, report) = server.get_json(&format!("/service/indexer/v1/task/{id}/reports"));
+    assert_eq!(code, 200);
+    let payload = &report["ingestionStatsAndErrors"]["payload"];
+    assert_eq!(
+        report["ingestionStatsAndErrors"]["type"],
+        "ingestionStatsAndErrors"
+    );
+    assert_eq!(report["ingestionStatsAndErrors"]["taskId"], id.as_str());
+    assert_eq!(payload["ingestionState"], "COMPLETED");
+    assert_eq!(payload["rowStats"]["buildSegments"]["processed"], 39244);
+    assert_eq!(payload["rowStats"]["buildSegments"]["unparseable"], 0);
+    assert_eq!(payload["rowStats"]["buildSegments"]["thrownAway"], 0);
+    assert!(
+        payload["rowStats"]["buildSegments"]["processedBytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
+    // Payload and log.
+    let (code, task) = server.get_json(&format!("/service/indexer/v1/task/{id}"));
+    assert_eq!(code, 200);
+    assert_eq!(task["payload"]["type"], "index_parallel");
+    assert_eq!(task["payload"]["id"], id.as_str());
+    assert_eq!(
+        task["payload"]["spec"]["dataSchema"]["dataSource"],
+        "wikipedia"
+    );
+    let log = server
+        .get(&format!("/service/indexer/v1/task/{id}/log"))
+        .text()
+        .unwrap();
+    assert!(log.contains("published segments"), "{log}");
+    let tail = server
+        .get(&format!("/service/indexer/v1/task/{id}/log?offset=1"))
+        .text()
+        .unwrap();
+    assert_eq!(tail.lines().count() + 1, log.lines().count());
+
+    // Task lists.
+    let (_, complete) = server.get_json("/service/indexer/v1/tasks?state=complete");
+    assert!(
+        complete
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == id.as_str())
+    );
+    let (_, running) = server.get_json("/service/indexer/v1/tasks?state=running");
+    assert!(running.as_array().unwrap().is_empty());
+    let (_, by_ds) = server.get_json("/service/indexer/v1/tasks?datasource=nope");
+    assert!(by_ds.as_array().unwrap().is_empty());
+
+    // COUNT(*) without rollup is the number of input rows.
+    let rows = server.sql("SELECT COUNT(*) AS c FROM wikipedia");
+    assert_eq!(rows, vec![json!({"c": 39244})]);
+
+    // Druid tutorial: top pages of 2015-09-12 by edit count (docs/tutorials/tutorial-query.md).
+    let top = server.sql(
+        "SELECT page, COUNT(*) AS Edits FROM wikipedia WHERE TIMESTAMP '2015-09-12 00:00:00' <= \"__time\" AND \"__time\" < TIMESTAMP '2015-09-13 00:00:00' GROUP BY page ORDER BY Edits DESC LIMIT 10",
+    );
+    let expected = [
+        ("Wikipedia:Vandalismusmeldung", 33),
+        (
+            "User:Cyde/List of candidates for speedy deletion/Subpage",
+            28,
+        ),
+        ("Jeremy Corbyn", 27),
+        ("Wikipedia:Administrators' noticeboard/Incidents", 21),
+        ("Flavia Pennetta", 20),
+    ];
+    for (i, (page, n)) in expected.iter().enumerate() {
+        assert_eq!(top[i]["page"], *page, "{top:?}");
+        assert_eq!(top[i]["Edits"], *n);
+    }
+    assert_eq!(top.len(), 10);
+    let counts: Vec<i64> = top.iter().map(|r| r["Edits"].as_i64().unwrap()).collect();
+    assert_eq!(&counts[5..], &[18, 18, 18, 17, 17]);
+
+    // The same through the spec's sample file (TIME_IN_INTERVAL).
+    let q: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            crate::common::examples_dir().join("specs/wikipedia-top-pages-sql.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let (code, same) = server.post_json("/service/v2/sql", &q);
+    assert_eq!(code, 200, "{same}");
+    assert_eq!(
+        same.as_array().unwrap()[0]["page"],
+        "Wikipedia:Vandalismusmeldung"
+    );
+
+    // FLOOR(__time TO HOUR) with SUM, as in the tutorial.
+    let hourly = server.sql(
+        "SELECT FLOOR(__time TO HOUR) AS HourTime, SUM(deleted) AS LinesDeleted FROM wikipedia WHERE TIME_IN_INTERVAL(\"__time\", '2015-09-12/2015-09-13') GROUP BY 1 ORDER BY 1",
+    );
+    assert_eq!(hourly.len(), 24);
+    assert_eq!(hourly[0]["HourTime"], "2015-09-12T00:00:00.000Z");
+    let total: i64 = hourly
+        .iter()
+        .map(|r| r["LinesDeleted"].as_i64().unwrap())
+        .sum();
+    let all = server.sql("SELECT SUM(deleted) AS d FROM wikipedia");
+    assert_eq!(all[0]["d"].as_i64().unwrap(), total);
+
+    // TIME_FLOOR and BETWEEN, SELECT *, AVG/MIN/MAX.
+    let tf = server.sql("SELECT TIME_FLOOR(__time, 'PT6H') AS t, COUNT(*) AS c FROM wikipedia GROUP BY 1 ORDER BY 1");
+    assert_eq!(tf.len(), 4);
+    assert_eq!(
+        tf.iter().map(|r| r["c"].as_i64().unwrap()).sum::<i64>(),
+        39244
+    );
+    let users = server.sql(
+        "SELECT \"user\", page FROM wikipedia WHERE __time BETWEEN TIMESTAMP '2015-09-12 02:00:00' AND TIMESTAMP '2015-09-12 03:00:00' LIMIT 5",
+    );
+    assert_eq!(users.len(), 5);
+    let star = server.sql("SELECT * FROM wikipedia ORDER BY __time LIMIT 1");
+    assert_eq!(star[0]["__time"], "2015-09-12T00:46:58.771Z");
+    assert_eq!(star[0]["channel"], "#en.wikipedia");
+    assert_eq!(star[0]["isRobot"], "false");
+    assert_eq!(star[0]["added"], 36);
+    assert_eq!(star[0]["cityName"], Value::Null);
+    let keys: Vec<&String> = star[0].as_object().unwrap().keys().collect();
+    assert_eq!(keys[0], "__time");
+    let agg =
+        server.sql("SELECT MIN(delta) AS mn, MAX(delta) AS mx, AVG(added) AS av FROM wikipedia");
+    assert!(agg[0]["mn"].as_i64().unwrap() < 0);
+    assert!(agg[0]["av"].as_f64().unwrap() > 0.0);
+    let by_channel = server.sql(
+        "SELECT channel, page, SUM(added) AS a FROM wikipedia WHERE TIME_IN_INTERVAL(\"__time\", '2015-09-12/2015-09-13') GROUP BY channel, page ORDER BY SUM(added) DESC LIMIT 3",
+    );
+    assert_eq!(by_channel.len(), 3);
+
+    // Pruning: an interval with no data.
+    assert_eq!(
+        server.sql(
+            "SELECT COUNT(*) AS c FROM wikipedia WHERE __time >= TIMESTAMP '2016-01-01 00:00:00'"
+        ),
+        vec![json!({"c": 0})]
+    );
+
+    // Result formats and the /druid prefix.
+    let (code, headers, text) = server.post_raw(
+        "/druid/v2/sql",
+        Some("application/json"),
+        &json!({"query": "SELECT channel, COUNT(*) AS c FROM wikipedia GROUP BY channel ORDER BY c DESC LIMIT 2", "resultFormat": "array", "header": true}).to_string(),
+    );
+    assert_eq!(code, 200, "{text}");
+    assert!(headers.contains_key("x-druid-sql-query-id"));
+    assert_eq!(headers.get("x-druid-sql-header-included").unwrap(), "yes");
+    assert!(!headers.contains_key("x-service-sql-query-id"));
+    assert!(text.ends_with("]\n"));
+    let arr: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(arr[0], json!(["channel", "c"]));
+    assert_eq!(arr[1][0], "#en.wikipedia");
+
+    let (code, headers, _) = server.post_raw(
+        "/service/v2/sql",
+        Some("application/json"),
+        &json!({"query": "SELECT 1 AS x", "context": {"sqlQueryId": "my-query"}}).to_string(),
+    );
+    assert_eq!(code, 200);
+    assert_eq!(headers.get("x-service-sql-query-id").unwrap(), "my-query");
+    let (code, _, text) = server.post_raw(
+        "/service/v2/sql",
+        Some("text/plain"),
+        "SELECT COUNT(*) AS c FROM wikipedia",
+    );
+    assert_eq!(code, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        json!([{"c": 39244}])
+    );
+
+    // Re-ingesting with appendToExisting=false replaces (overshadows), never duplicates.
+    let again = server.run_task(&wikipedia_spec());
+    assert_eq!(again["status"], "SUCCESS");
+    assert_eq!(
+        server.sql("SELECT COUNT(*) AS c FROM wikipedia"),
+        vec![json!({"c": 39244})]
+    );
+
+    // A restart keeps everything.
+    let data = dir.path().to_path_buf();
+    let code = server.terminate();
+    assert!(code.success(), "{code:?}");
+    let server = Server::start(&data);
+    assert_eq!(
+        server.sql("SELECT COUNT(*) AS c FROM wikipedia"),
+        vec![json!({"c": 39244})]
+    );
+    let (code, st) = server.get_json(&format!("/service/indexer/v1/task/{id}/status"));
+    assert_eq!(code, 200);
+    assert_eq!(st["status"]["status"], "SUCCESS");
+}
+
+#[test]
+fn rollup_transforms_and_filters_follow_druid() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    // Druid's rollup tutorial: 9 input rows roll up to 5.
+    let text =
+        std::fs::read_to_string(crate::common::examples_dir().join("specs/rollup-index.json"))
+            .unwrap();
+    let mut spec: Value = serde_json::from_str(&text).unwrap();
+    spec["spec"]["ioConfig"]["inputSource"]["baseDir"] =
+        json!(crate::common::examples_dir().display().to_string());
+    let st = server.run_task(&spec);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let rows = server.sql("SELECT * FROM \"rollup-tutorial\" ORDER BY __time, srcIP, dstIP");
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    assert_eq!(rows[0]["__time"], "2018-01-01T01:01:00.000Z");
+    assert_eq!(rows[0]["srcIP"], "1.1.1.1");
+    assert_eq!(rows[0]["dstIP"], "2.2.2.2");
+    assert_eq!(rows[0]["packets"], 286);
+    assert_eq!(rows[0]["bytes"], 35937);
+    assert_eq!(rows[0]["count"], 3);
+    assert_eq!(rows[4]["__time"], "2018-01-02T21:35:00.000Z");
+    assert_eq!(rows[4]["count"], 1);
+
+    // Druid's transform tutorial: filter, expression transforms.
+    let text =
+        std::fs::read_to_string(crate::common::examples_dir().join("specs/transform-index.json"))
+            .unwrap();
+    let mut spec: Value = serde_json::from_str(&text).unwrap();
+    spec["spec"]["ioConfig"]["inputSource"]["baseDir"] =
+        json!(crate::common::examples_dir().display().to_string());
+    let st = server.run_task(&spec);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let rows = server.sql("SELECT * FROM \"transform-tutorial\" ORDER BY __time");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let animals: Vec<&str> = rows.iter().map(|r| r["animal"].as_str().unwrap()).collect();
+    assert_eq!(
+        animals,
+        vec!["super-mongoose", "super-snake", "super-octopus"]
+    );
+    assert_eq!(rows[0]["__time"], "2018-01-01T05:01:00.000Z");
+    assert_eq!(rows[0]["triple-number"], 600);
+    assert_eq!(rows[2]["triple-number"], 300);
+    assert_eq!(rows[1]["location"], 3);
+}

@@ -1,0 +1,139 @@
+//! Process lifecycle: configuration, status, crash recovery, quickstart.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::{Server, unsafe_kill, wait_for_line, wait_timeout};
+
+#[test]
+fn status_and_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut props = std::fs::File::create(dir.path().join("runtime.properties")).unwrap();
+    writeln!(
+        props,
+        "# Dolmen\nservice.plaintextPort=0\nservice.dataDir={}",
+        dir.path().join("from-file").display()
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dolmen"))
+        .args(["server", "--config"])
+        .arg(dir.path().join("runtime.properties"))
+        .env("DOLMEN_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (url, _rx) = wait_for_line(&mut child, "Dolmen listening on ", Duration::from_secs(60));
+    let status: serde_json::Value = reqwest::blocking::get(format!("{url}/status"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(status["version"].is_string());
+    let health: serde_json::Value = reqwest::blocking::get(format!("{url}/status/health"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(health, json!(true));
+    assert!(dir.path().join("from-file/metadata.db").exists());
+    unsafe_kill(child.id() as i32, 2);
+    assert!(wait_timeout(&mut child, Duration::from_secs(30)).success());
+}
+
+#[test]
+fn a_task_interrupted_by_kill_9_is_failed_on_restart_and_published_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    // A large inline input keeps the task busy long enough to be killed mid-flight.
+    let mut data = String::new();
+    for i in 0..400_000 {
+        data.push_str(&format!(
+            "{{\"ts\":{},\"a\":\"v{}\"}}\n",
+            1_600_000_000_000i64 + i,
+            i % 1000
+        ));
+    }
+    let spec = json!({
+        "type": "index",
+        "spec": {
+            "dataSchema": {
+                "dataSource": "killed",
+                "timestampSpec": {"column": "ts", "format": "millis"},
+                "granularitySpec": {"segmentGranularity": "hour", "rollup": false}
+            },
+            "ioConfig": {"inputSource": {"type": "inline", "data": data}, "inputFormat": {"type": "json"}},
+            "tuningConfig": {"maxRowsInMemory": 1000}
+        }
+    });
+    let (code, body) = server.post_json("/service/indexer/v1/task", &spec);
+    assert_eq!(code, 200, "{body}");
+    let id = body["task"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    server.kill9();
+    let server = Server::start(dir.path());
+    let st = server.wait_task(&id);
+    if st["status"] == "FAILED" {
+        assert!(
+            st["errorMsg"].as_str().unwrap().contains("interrupted"),
+            "{st}"
+        );
+        let (code, _) = server.post_json(
+            "/service/v2/sql",
+            &json!({"query": "SELECT COUNT(*) FROM killed"}),
+        );
+        assert_eq!(code, 400, "nothing of the interrupted task may be visible");
+    } else {
+        // The task finished before the kill: then all of it is visible.
+        assert_eq!(st["status"], "SUCCESS");
+        assert_eq!(
+            server.sql("SELECT COUNT(*) AS c FROM killed"),
+            vec![json!({"c": 400_000})]
+        );
+    }
+}
+
+#[test]
+fn quickstart_loads_once_and_serves_until_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    for run in 0..2 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dolmen"))
+            .args(["quickstart", "--port", "0", "--data-dir"])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (url, rx) = wait_for_line(&mut child, "Dolmen is running at ", Duration::from_secs(60));
+        let url = url.split_whitespace().next().unwrap().to_string();
+        let mut lines = Vec::new();
+        loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(120))
+                .expect("quickstart output");
+            let done = line.contains("Press Ctrl-C");
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        let out = lines.join("\n");
+        if run == 0 {
+            assert!(out.contains("loaded 39244 rows"), "{out}");
+        } else {
+            assert!(out.contains("already loaded"), "{out}");
+        }
+        assert!(out.contains("curl -s -X POST"), "{out}");
+        assert!(out.contains("Wikipedia:Vandalismusmeldung"), "{out}");
+        let body: serde_json::Value = reqwest::blocking::Client::new()
+            .post(format!("{url}/druid/v2/sql"))
+            .json(&json!({"query": "SELECT COUNT(*) AS c FROM wikipedia"}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(body, json!([{"c": 39244}]));
+        unsafe_kill(child.id() as i32, 2);
+        assert!(wait_timeout(&mut child, Duration::from_secs(30)).success());
+    }
+}
