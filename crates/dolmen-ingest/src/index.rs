@@ -299,16 +299,19 @@ impl Ord for HeapItem {
     }
 }
 
+/// A spilled run being read back.
+struct FileRun {
+    reader: FileReader<File>,
+    batch: Vec<Row>,
+    pos: usize,
+    metrics: usize,
+    path: PathBuf,
+}
+
 /// A sorted run: in memory, or an Arrow IPC spill file read one batch at a time.
 enum RunReader {
     Memory(std::vec::IntoIter<Row>),
-    File {
-        reader: FileReader<File>,
-        batch: Vec<Row>,
-        pos: usize,
-        metrics: usize,
-        path: PathBuf,
-    },
+    File(Box<FileRun>),
 }
 
 impl RunReader {
@@ -319,25 +322,26 @@ impl RunReader {
     fn open(path: &Path, metrics: usize) -> Result<RunReader, IngestError> {
         let f = File::open(path).map_err(|e| io_error(path, e))?;
         let reader = FileReader::try_new(f, None).map_err(|e| arrow_error(path, e))?;
-        Ok(RunReader::File {
+        Ok(RunReader::File(Box::new(FileRun {
             reader,
             batch: Vec::new(),
             pos: 0,
             metrics,
             path: path.to_path_buf(),
-        })
+        })))
     }
 
     fn next_row(&mut self) -> Result<Option<Row>, IngestError> {
         match self {
             RunReader::Memory(it) => Ok(it.next()),
-            RunReader::File {
-                reader,
-                batch,
-                pos,
-                metrics,
-                path,
-            } => {
+            RunReader::File(run) => {
+                let FileRun {
+                    reader,
+                    batch,
+                    pos,
+                    metrics,
+                    path,
+                } = run.as_mut();
                 while *pos >= batch.len() {
                     match reader.next() {
                         None => return Ok(None),
