@@ -261,3 +261,136 @@ fn rollup_transforms_and_filters_follow_druid() {
     assert_eq!(rows[2]["triple-number"], 300);
     assert_eq!(rows[1]["location"], 3);
 }
+
+fn tutorial_spec(name: &str) -> Value {
+    let dir = crate::common::examples_dir();
+    let text = std::fs::read_to_string(dir.join("specs").join(name)).unwrap();
+    let mut spec: Value = serde_json::from_str(&text).unwrap();
+    spec["spec"]["ioConfig"]["inputSource"]["baseDir"] = json!(dir.display().to_string());
+    spec
+}
+
+#[test]
+fn updates_tutorial_overwrites_and_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let q = "SELECT __time, animal, \"count\", number FROM \"updates-tutorial\" ORDER BY __time, animal, number";
+    assert_eq!(
+        server.run_task(&tutorial_spec("updates-init-index.json"))["status"],
+        "SUCCESS"
+    );
+    let rows = server.sql(q);
+    let animals: Vec<&str> = rows.iter().map(|r| r["animal"].as_str().unwrap()).collect();
+    assert_eq!(animals, vec!["tiger", "aardvark", "giraffe"]);
+
+    // Overwrite: a new version replaces the whole day.
+    assert_eq!(
+        server.run_task(&tutorial_spec("updates-overwrite-index.json"))["status"],
+        "SUCCESS"
+    );
+    let rows = server.sql(q);
+    let got: Vec<(String, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["animal"].as_str().unwrap().to_string(),
+                r["number"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("lion".into(), 100),
+            ("aardvark".into(), 9999),
+            ("bear".into(), 111)
+        ]
+    );
+
+    // Append: the new rows are added as extra partitions of the same version.
+    assert_eq!(
+        server.run_task(&tutorial_spec("updates-append-index2.json"))["status"],
+        "SUCCESS"
+    );
+    let rows = server.sql(q);
+    let got: Vec<(String, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["animal"].as_str().unwrap().to_string(),
+                r["number"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("lion".into(), 100),
+            ("aardvark".into(), 9999),
+            ("bear".into(), 111),
+            ("bear".into(), 222),
+            ("falcon".into(), 1241)
+        ]
+    );
+    let grouped = server.sql(
+        "SELECT animal, SUM(number) AS n FROM \"updates-tutorial\" GROUP BY animal ORDER BY animal",
+    );
+    assert_eq!(grouped[0], json!({"animal": "aardvark", "n": 9999}));
+    assert_eq!(grouped[1], json!({"animal": "bear", "n": 333}));
+}
+
+#[test]
+fn csv_inline_with_schema_discovery_and_small_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let mut csv = String::from("ts,city,n,score\n");
+    for i in 0..1000 {
+        csv.push_str(&format!(
+            "2020-01-0{}T00:00:{:02}Z,c{},{},{}.5\n",
+            1 + i % 3,
+            i % 60,
+            i % 7,
+            i,
+            i
+        ));
+    }
+    let spec = json!({
+        "type": "index_parallel",
+        "spec": {
+            "dataSchema": {
+                "dataSource": "csv_ds",
+                "timestampSpec": {"column": "ts", "format": "auto"},
+                "dimensionsSpec": {"dimensions": [], "useSchemaDiscovery": false},
+                "metricsSpec": [{"type": "count", "name": "cnt"}, {"type": "doubleSum", "name": "score_sum", "fieldName": "score"}],
+                "granularitySpec": {"segmentGranularity": "day", "queryGranularity": "none", "rollup": false}
+            },
+            "ioConfig": {
+                "type": "index_parallel",
+                "inputSource": {"type": "inline", "data": csv},
+                "inputFormat": {"type": "csv", "findColumnsFromHeader": true}
+            },
+            "tuningConfig": {"type": "index_parallel", "maxRowsPerSegment": 100, "maxRowsInMemory": 64}
+        }
+    });
+    let st = server.run_task(&spec);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    assert_eq!(
+        server.sql("SELECT COUNT(*) AS c, SUM(cnt) AS s FROM csv_ds"),
+        vec![json!({"c": 1000, "s": 1000})]
+    );
+    // Discovered dimensions are strings; the metric's input field is not a dimension.
+    let row = &server.sql("SELECT * FROM csv_ds LIMIT 1")[0];
+    assert!(row["city"].is_string());
+    assert!(row["n"].is_string(), "{row}");
+    assert!(row.get("score").is_none(), "{row}");
+    let total: f64 = (0..1000).map(|i| f64::from(i) + 0.5).sum();
+    let got = server.sql("SELECT SUM(score_sum) AS t FROM csv_ds")[0]["t"]
+        .as_f64()
+        .unwrap();
+    assert!((got - total).abs() < 1e-6);
+    let by_day = server.sql(
+        "SELECT TIME_FLOOR(__time, 'P1D') AS d, COUNT(*) AS c FROM csv_ds GROUP BY 1 ORDER BY 1",
+    );
+    assert_eq!(by_day.len(), 3);
+    assert_eq!(by_day[0]["c"], 334);
+}

@@ -69,7 +69,20 @@ fn a_task_interrupted_by_kill_9_is_failed_on_restart_and_published_nothing() {
     let (code, body) = server.post_json("/service/indexer/v1/task", &spec);
     assert_eq!(code, 200, "{body}");
     let id = body["task"].as_str().unwrap().to_string();
-    std::thread::sleep(Duration::from_millis(300));
+    // Kill while the task is reading rows.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, report) = server.get_json(&format!("/service/indexer/v1/task/{id}/reports"));
+        if report["ingestionStatsAndErrors"]["payload"]["rowStats"]["buildSegments"]["processed"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
     server.kill9();
     let server = Server::start(dir.path());
     let st = server.wait_task(&id);
@@ -136,4 +149,61 @@ fn quickstart_loads_once_and_serves_until_interrupted() {
         unsafe_kill(child.id() as i32, 2);
         assert!(wait_timeout(&mut child, Duration::from_secs(30)).success());
     }
+}
+
+#[test]
+fn sigterm_stops_running_tasks_and_publishes_nothing_half_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let mut data = String::new();
+    for i in 0..400_000 {
+        data.push_str(&format!(
+            "{{\"ts\":{},\"a\":\"v{}\"}}\n",
+            1_600_000_000_000i64 + i,
+            i % 1000
+        ));
+    }
+    let spec = json!({
+        "type": "index",
+        "spec": {
+            "dataSchema": {
+                "dataSource": "stopped",
+                "timestampSpec": {"column": "ts", "format": "millis"},
+                "granularitySpec": {"segmentGranularity": "hour", "rollup": false}
+            },
+            "ioConfig": {"inputSource": {"type": "inline", "data": data}, "inputFormat": {"type": "json"}},
+            "tuningConfig": {"maxRowsInMemory": 1000}
+        }
+    });
+    let (code, body) = server.post_json("/service/indexer/v1/task", &spec);
+    assert_eq!(code, 200, "{body}");
+    let id = body["task"].as_str().unwrap().to_string();
+    // Wait until the task is reading rows.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, report) = server.get_json(&format!("/service/indexer/v1/task/{id}/reports"));
+        if report["ingestionStatsAndErrors"]["payload"]["rowStats"]["buildSegments"]["processed"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let code = server.terminate();
+    assert!(code.success(), "{code:?}");
+    let server = Server::start(dir.path());
+    let st = server.wait_task(&id);
+    assert_eq!(st["status"], "FAILED", "{st}");
+    assert!(
+        st["errorMsg"].as_str().unwrap().contains("shut down"),
+        "{st}"
+    );
+    let (code, _) = server.post_json(
+        "/service/v2/sql",
+        &json!({"query": "SELECT COUNT(*) FROM stopped"}),
+    );
+    assert_eq!(code, 400, "nothing of the stopped task may be visible");
 }
