@@ -344,6 +344,58 @@ fn validate_granularities(spec: &IndexTaskSpec) -> Result<(), IngestError> {
     Ok(())
 }
 
+/// Rows per chunk sent from the reader thread.
+const FEED_CHUNK: usize = 1024;
+/// Chunks the reader may run ahead of the indexer.
+const FEED_DEPTH: usize = 16;
+
+/// What the reader thread sends to the indexing loop.
+enum Feed {
+    /// Parsed rows (or per-row parse errors), in input order.
+    Rows(Vec<Result<InputRow, crate::input::RowParseError>>),
+    /// An entity was read to its end; its size in bytes.
+    EntityDone(u64),
+    /// An entity could not be opened.
+    OpenFailed(String),
+}
+
+/// Reads every entity in order into `tx`; stops early when the receiver is gone.
+fn read_entities(
+    entities: &[crate::input::InputEntity],
+    format: &crate::input::InputFormat,
+    tx: &std::sync::mpsc::SyncSender<Feed>,
+) {
+    for entity in entities {
+        let reader = match format.reader(entity) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(Feed::OpenFailed(e.to_string()));
+                return;
+            }
+        };
+        let mut chunk = Vec::with_capacity(FEED_CHUNK);
+        for item in reader {
+            chunk.push(item);
+            if chunk.len() == FEED_CHUNK
+                && tx
+                    .send(Feed::Rows(std::mem::replace(
+                        &mut chunk,
+                        Vec::with_capacity(FEED_CHUNK),
+                    )))
+                    .is_err()
+            {
+                return;
+            }
+        }
+        if !chunk.is_empty() && tx.send(Feed::Rows(chunk)).is_err() {
+            return;
+        }
+        if tx.send(Feed::EntityDone(entity.size_bytes())).is_err() {
+            return;
+        }
+    }
+}
+
 /// The blocking part: read every input entity, build rows, index them, write segment files.
 fn build_segments(
     spec: &IndexTaskSpec,
@@ -434,131 +486,144 @@ fn build_segments(
         .map_err(|e| IngestError::Runtime(format!("spec.ioConfig.inputSource: {e}")))?;
     tracing::info!(files = entities.len(), "reading input");
     let mut n: u64 = 0;
-    for entity in &entities {
-        let reader = io
-            .input_format
-            .reader(entity)
-            .map_err(|e| IngestError::Runtime(format!("spec.ioConfig.inputFormat: {e}")))?;
-        for item in reader {
-            n += 1;
-            if n.is_multiple_of(4096) && cancel.is_cancelled() {
-                return Err(IngestError::Canceled);
-            }
-            let mut row = match item {
-                Ok(r) => r,
-                Err(e) if e.fatal => {
+    // Reading (decompression and parsing) runs on its own thread, one bounded channel of row
+    // chunks ahead of the indexing below, so the two overlap on separate cores.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Feed>(FEED_DEPTH);
+    let format = &io.input_format;
+    let reader_span = tracing::Span::current();
+    std::thread::scope(|scope| -> Result<(), IngestError> {
+        scope.spawn(move || reader_span.in_scope(|| read_entities(&entities, format, &tx)));
+        for msg in rx {
+            let rows = match msg {
+                Feed::Rows(rows) => rows,
+                Feed::EntityDone(bytes) => {
+                    stats.processed_bytes.fetch_add(bytes, Ordering::Relaxed);
+                    continue;
+                }
+                Feed::OpenFailed(e) => {
                     return Err(IngestError::Runtime(format!(
-                        "cannot read input [{}]: {}",
-                        entity.name(),
-                        e.message
+                        "spec.ioConfig.inputFormat: {e}"
                     )));
                 }
-                Err(e) => {
-                    stats.unparseable.fetch_add(1, Ordering::Relaxed);
-                    record_parse_error(e.raw.clone(), e.message.clone(), "unparseable")?;
-                    continue;
-                }
             };
-            let mut ts = match ts_parser.parse_row(&row) {
-                Ok(t) => t,
-                Err(e) => {
-                    stats.unparseable.fetch_add(1, Ordering::Relaxed);
-                    record_parse_error(
-                        Some(Value::Object(row).to_string()),
-                        e.to_string(),
-                        "unparseable",
-                    )?;
-                    continue;
+            for item in rows {
+                n += 1;
+                if n.is_multiple_of(4096) && cancel.is_cancelled() {
+                    return Err(IngestError::Canceled);
                 }
-            };
-            for (name, expr) in &transforms {
-                let v = expr.eval(&RowBindings::new(&row, Some(ts)));
-                if name == crate::TIME_COLUMN {
-                    match v {
-                        ExprValue::Long(t) => ts = t,
-                        ExprValue::Double(t) => ts = t as i64,
-                        other => {
-                            stats.unparseable.fetch_add(1, Ordering::Relaxed);
-                            record_parse_error(
-                                Some(Value::Object(row.clone()).to_string()),
-                                format!(
-                                    "transform of [__time] produced a non-numeric value [{other:?}]"
-                                ),
-                                "unparseable",
-                            )?;
-                            continue;
-                        }
+                let mut row = match item {
+                    Ok(r) => r,
+                    Err(e) if e.fatal => {
+                        return Err(IngestError::Runtime(format!(
+                            "cannot read input: {}",
+                            e.message
+                        )));
                     }
-                } else {
-                    row.insert(name.clone(), v.to_json());
-                }
-            }
-            if let Some(f) = &filter
-                && !f.matches(&row, ts)
-            {
-                stats.thrown_away.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            if !intervals.is_empty() && !intervals.iter().any(|i| i.contains_instant(ts)) {
-                stats.thrown_away.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            dims.discover(&row);
-            let mut conversion_error: Option<String> = None;
-            let dim_vals = dims
-                .slots
-                .iter()
-                .map(|s| match to_val(row.get(&s.name), s.ty) {
-                    Ok(v) => v,
                     Err(e) => {
-                        conversion_error = Some(format!("dimension [{}]: {}", s.name, e.0));
-                        crate::rows::Val::Null
-                    }
-                })
-                .collect();
-            let mut metrics = Vec::with_capacity(kinds.len());
-            for (k, input) in kinds.iter().zip(&metric_inputs) {
-                let computed;
-                let v = match input {
-                    MetricInput::None => None,
-                    MetricInput::Field(f) => row.get(f),
-                    MetricInput::Expr(e) => {
-                        computed = e.eval(&RowBindings::new(&row, Some(ts))).to_json();
-                        Some(&computed)
+                        stats.unparseable.fetch_add(1, Ordering::Relaxed);
+                        record_parse_error(e.raw.clone(), e.message.clone(), "unparseable")?;
+                        continue;
                     }
                 };
-                match k.init(v) {
-                    Ok(a) => metrics.push(a),
+                let mut ts = match ts_parser.parse_row(&row) {
+                    Ok(t) => t,
                     Err(e) => {
-                        conversion_error = Some(format!("metric input: {}", e.0));
-                        metrics.push(k.init(None).expect("null input always converts"));
+                        stats.unparseable.fetch_add(1, Ordering::Relaxed);
+                        record_parse_error(
+                            Some(Value::Object(row).to_string()),
+                            e.to_string(),
+                            "unparseable",
+                        )?;
+                        continue;
+                    }
+                };
+                for (name, expr) in &transforms {
+                    let v = expr.eval(&RowBindings::new(&row, Some(ts)));
+                    if name == crate::TIME_COLUMN {
+                        match v {
+                            ExprValue::Long(t) => ts = t,
+                            ExprValue::Double(t) => ts = t as i64,
+                            other => {
+                                stats.unparseable.fetch_add(1, Ordering::Relaxed);
+                                record_parse_error(
+                                    Some(Value::Object(row.clone()).to_string()),
+                                    format!(
+                                        "transform of [__time] produced a non-numeric value [{other:?}]"
+                                    ),
+                                    "unparseable",
+                                )?;
+                                continue;
+                            }
+                        }
+                    } else {
+                        row.insert(name.clone(), v.to_json());
                     }
                 }
-            }
-            let time = g.query_granularity.bucket_start(ts);
-            if let Some(msg) = conversion_error {
-                stats.processed_with_error.fetch_add(1, Ordering::Relaxed);
-                record_parse_error(
-                    Some(Value::Object(row.clone()).to_string()),
-                    msg,
-                    "processedWithError",
+                if let Some(f) = &filter
+                    && !f.matches(&row, ts)
+                {
+                    stats.thrown_away.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if !intervals.is_empty() && !intervals.iter().any(|i| i.contains_instant(ts)) {
+                    stats.thrown_away.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                dims.discover(&row);
+                let mut conversion_error: Option<String> = None;
+                let dim_vals = dims
+                    .slots
+                    .iter()
+                    .map(|s| match to_val(row.get(&s.name), s.ty) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            conversion_error = Some(format!("dimension [{}]: {}", s.name, e.0));
+                            crate::rows::Val::Null
+                        }
+                    })
+                    .collect();
+                let mut metrics = Vec::with_capacity(kinds.len());
+                for (k, input) in kinds.iter().zip(&metric_inputs) {
+                    let computed;
+                    let v = match input {
+                        MetricInput::None => None,
+                        MetricInput::Field(f) => row.get(f),
+                        MetricInput::Expr(e) => {
+                            computed = e.eval(&RowBindings::new(&row, Some(ts))).to_json();
+                            Some(&computed)
+                        }
+                    };
+                    match k.init(v) {
+                        Ok(a) => metrics.push(a),
+                        Err(e) => {
+                            conversion_error = Some(format!("metric input: {}", e.0));
+                            metrics.push(k.init(None).expect("null input always converts"));
+                        }
+                    }
+                }
+                let time = g.query_granularity.bucket_start(ts);
+                if let Some(msg) = conversion_error {
+                    stats.processed_with_error.fetch_add(1, Ordering::Relaxed);
+                    record_parse_error(
+                        Some(Value::Object(row.clone()).to_string()),
+                        msg,
+                        "processedWithError",
+                    )?;
+                } else {
+                    stats.processed.fetch_add(1, Ordering::Relaxed);
+                }
+                indexer.add(
+                    Row {
+                        time,
+                        dims: dim_vals,
+                        metrics,
+                    },
+                    &dims.slots,
                 )?;
-            } else {
-                stats.processed.fetch_add(1, Ordering::Relaxed);
             }
-            indexer.add(
-                Row {
-                    time,
-                    dims: dim_vals,
-                    metrics,
-                },
-                &dims.slots,
-            )?;
         }
-        stats
-            .processed_bytes
-            .fetch_add(entity.size_bytes(), Ordering::Relaxed);
-    }
+        Ok(())
+    })?;
     let slots = dims.slots.clone();
     let built = indexer.finish(&slots, &|| cancel.is_cancelled())?;
     Ok(built)

@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
@@ -102,8 +102,7 @@ async fn druid_headers(req: Request, next: Next) -> Response {
     resp
 }
 
-async fn status(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let _ = &state;
+async fn status() -> Json<serde_json::Value> {
     Json(json!({
         "version": VERSION,
         "modules": [],

@@ -78,18 +78,22 @@ impl SegmentCache {
             .await
             .map(|m| m.len() == seg.size)
             .unwrap_or(false);
-        if !present {
+        let fetched = if present {
+            Ok(())
+        } else {
             tracing::debug!(segment = %seg.identifier, "loading segment from deep storage");
-            self.deep.fetch(&seg.load_spec, &path).await?;
-        }
-        self.loaded
-            .lock()
-            .expect("cache lock")
-            .insert(seg.identifier.clone(), path.clone());
+            self.deep.fetch(&seg.load_spec, &path).await
+        };
+        // Remove the gate whether or not the fetch worked, so a failed fetch can be retried.
         self.fetching
             .lock()
             .expect("cache lock")
             .remove(&seg.identifier);
+        fetched?;
+        self.loaded
+            .lock()
+            .expect("cache lock")
+            .insert(seg.identifier.clone(), path.clone());
         Ok(path)
     }
 

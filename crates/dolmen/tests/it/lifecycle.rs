@@ -8,6 +8,50 @@ use serde_json::json;
 
 use crate::common::{Server, unsafe_kill, wait_for_line, wait_timeout};
 
+/// Submits a task over 400,000 inline rows into `data_source` and returns its id once the task
+/// is reading rows (so that a kill or shutdown lands mid-flight).
+fn start_long_task(server: &Server, data_source: &str) -> String {
+    let mut data = String::new();
+    for i in 0..400_000 {
+        data.push_str(&format!(
+            "{{\"ts\":{},\"a\":\"v{}\"}}\n",
+            1_600_000_000_000i64 + i,
+            i % 1000
+        ));
+    }
+    let spec = json!({
+        "type": "index",
+        "spec": {
+            "dataSchema": {
+                "dataSource": data_source,
+                "timestampSpec": {"column": "ts", "format": "millis"},
+                "granularitySpec": {"segmentGranularity": "hour", "rollup": false}
+            },
+            "ioConfig": {"inputSource": {"type": "inline", "data": data}, "inputFormat": {"type": "json"}},
+            "tuningConfig": {"maxRowsInMemory": 1000}
+        }
+    });
+    let (code, body) = server.post_json("/service/indexer/v1/task", &spec);
+    assert_eq!(code, 200, "{body}");
+    let id = body["task"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, report) = server.get_json(&format!("/service/indexer/v1/task/{id}/reports"));
+        if report["ingestionStatsAndErrors"]["payload"]["rowStats"]["buildSegments"]["processed"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0
+        {
+            return id;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "task {id} did not start reading"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn status_and_config_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -45,44 +89,7 @@ fn status_and_config_file() {
 fn a_task_interrupted_by_kill_9_is_failed_on_restart_and_published_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-    // A large inline input keeps the task busy long enough to be killed mid-flight.
-    let mut data = String::new();
-    for i in 0..400_000 {
-        data.push_str(&format!(
-            "{{\"ts\":{},\"a\":\"v{}\"}}\n",
-            1_600_000_000_000i64 + i,
-            i % 1000
-        ));
-    }
-    let spec = json!({
-        "type": "index",
-        "spec": {
-            "dataSchema": {
-                "dataSource": "killed",
-                "timestampSpec": {"column": "ts", "format": "millis"},
-                "granularitySpec": {"segmentGranularity": "hour", "rollup": false}
-            },
-            "ioConfig": {"inputSource": {"type": "inline", "data": data}, "inputFormat": {"type": "json"}},
-            "tuningConfig": {"maxRowsInMemory": 1000}
-        }
-    });
-    let (code, body) = server.post_json("/service/indexer/v1/task", &spec);
-    assert_eq!(code, 200, "{body}");
-    let id = body["task"].as_str().unwrap().to_string();
-    // Kill while the task is reading rows.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, report) = server.get_json(&format!("/service/indexer/v1/task/{id}/reports"));
-        if report["ingestionStatsAndErrors"]["payload"]["rowStats"]["buildSegments"]["processed"]
-            .as_u64()
-            .unwrap_or(0)
-            > 0
-        {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let id = start_long_task(&server, "killed");
     server.kill9();
     let server = Server::start(dir.path());
     let st = server.wait_task(&id);
@@ -155,43 +162,7 @@ fn quickstart_loads_once_and_serves_until_interrupted() {
 fn sigterm_stops_running_tasks_and_publishes_nothing_half_done() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-    let mut data = String::new();
-    for i in 0..400_000 {
-        data.push_str(&format!(
-            "{{\"ts\":{},\"a\":\"v{}\"}}\n",
-            1_600_000_000_000i64 + i,
-            i % 1000
-        ));
-    }
-    let spec = json!({
-        "type": "index",
-        "spec": {
-            "dataSchema": {
-                "dataSource": "stopped",
-                "timestampSpec": {"column": "ts", "format": "millis"},
-                "granularitySpec": {"segmentGranularity": "hour", "rollup": false}
-            },
-            "ioConfig": {"inputSource": {"type": "inline", "data": data}, "inputFormat": {"type": "json"}},
-            "tuningConfig": {"maxRowsInMemory": 1000}
-        }
-    });
-    let (code, body) = server.post_json("/service/indexer/v1/task", &spec);
-    assert_eq!(code, 200, "{body}");
-    let id = body["task"].as_str().unwrap().to_string();
-    // Wait until the task is reading rows.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, report) = server.get_json(&format!("/service/indexer/v1/task/{id}/reports"));
-        if report["ingestionStatsAndErrors"]["payload"]["rowStats"]["buildSegments"]["processed"]
-            .as_u64()
-            .unwrap_or(0)
-            > 0
-        {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let id = start_long_task(&server, "stopped");
     let code = server.terminate();
     assert!(code.success(), "{code:?}");
     let server = Server::start(dir.path());
