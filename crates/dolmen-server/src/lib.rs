@@ -48,6 +48,8 @@ pub struct AppState {
     pub view: Arc<SegmentView>,
     /// Metadata store.
     pub metadata: Arc<dyn MetadataStore>,
+    /// The runtime queries execute on (kept apart from the HTTP reactor).
+    pub query_runtime: tokio::runtime::Handle,
     /// Advertised host.
     pub host: String,
     /// Advertised port.

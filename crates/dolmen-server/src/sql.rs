@@ -23,8 +23,30 @@ use futures::StreamExt;
 use crate::AppState;
 use crate::error::SqlError;
 
+/// A request that cannot become a query: its status (400 or 415) and the error.
+#[derive(Debug)]
+struct RequestError {
+    status: StatusCode,
+    error: QueryError,
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.error)
+    }
+}
+
+impl From<QueryError> for RequestError {
+    fn from(error: QueryError) -> Self {
+        RequestError {
+            status: StatusCode::BAD_REQUEST,
+            error,
+        }
+    }
+}
+
 /// Reads the SQL request from the body according to its Content-Type.
-fn parse_request(headers: &HeaderMap, body: &Bytes) -> Result<SqlQuery, QueryError> {
+fn parse_request(headers: &HeaderMap, body: &Bytes) -> Result<SqlQuery, RequestError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -36,14 +58,16 @@ fn parse_request(headers: &HeaderMap, body: &Bytes) -> Result<SqlQuery, QueryErr
                 .to_ascii_lowercase()
         });
     let Some(ct) = ct else {
-        return Err(QueryError::InvalidInput(
+        return Err(RequestError::from(QueryError::InvalidInput(
             "Missing Content-Type header".into(),
-        ));
+        )));
     };
     match ct.as_str() {
         "application/json" => {
             if body.iter().all(u8::is_ascii_whitespace) {
-                return Err(QueryError::InvalidInput("Empty query".into()));
+                return Err(RequestError::from(QueryError::InvalidInput(
+                    "Empty query".into(),
+                )));
             }
             let q: SqlQuery = serde_json::from_slice(body).map_err(|e| {
                 QueryError::InvalidInput(format!("Malformed SQL query wrapped in JSON: {e}"))
@@ -54,9 +78,9 @@ fn parse_request(headers: &HeaderMap, body: &Bytes) -> Result<SqlQuery, QueryErr
                 } else {
                     "sqlTypesHeader"
                 };
-                return Err(QueryError::InvalidInput(format!(
+                return Err(RequestError::from(QueryError::InvalidInput(format!(
                     "Cannot include '{which}' without 'header'"
-                )));
+                ))));
             }
             Ok(q)
         }
@@ -69,16 +93,21 @@ fn parse_request(headers: &HeaderMap, body: &Bytes) -> Result<SqlQuery, QueryErr
                 form_decode(text)
             };
             if text.trim().is_empty() {
-                return Err(QueryError::InvalidInput("Empty query".into()));
+                return Err(RequestError::from(QueryError::InvalidInput(
+                    "Empty query".into(),
+                )));
             }
             Ok(SqlQuery {
                 query: text,
                 ..Default::default()
             })
         }
-        other => Err(QueryError::InvalidInput(format!(
-            "Unsupported Content-Type: {other}. Only application/json, text/plain or application/x-www-form-urlencoded is supported."
-        ))),
+        other => Err(RequestError {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            error: QueryError::InvalidInput(format!(
+                "Unsupported Content-Type: {other}. Only application/json, text/plain or application/x-www-form-urlencoded is supported."
+            )),
+        }),
     }
 }
 
@@ -110,6 +139,11 @@ fn form_decode(s: &str) -> String {
 }
 
 /// `POST /v2/sql`.
+///
+/// Planning, execution and result encoding run on the query runtime (a thread pool separate
+/// from the HTTP reactor); encoded chunks come back over a bounded channel. When the client
+/// goes away the channel closes, the query task stops, and dropping its stream stops
+/// DataFusion's work.
 pub(crate) async fn post_sql(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -118,13 +152,8 @@ pub(crate) async fn post_sql(
     let host = state.host_port();
     let q = match parse_request(&headers, &body) {
         Ok(q) => q,
-        Err(e) => {
-            let status = if e.to_string().starts_with("Unsupported Content-Type") {
-                StatusCode::UNSUPPORTED_MEDIA_TYPE
-            } else {
-                StatusCode::BAD_REQUEST
-            };
-            let mut r = SqlError { error: e, host }.into_response();
+        Err(RequestError { status, error }) => {
+            let mut r = SqlError { error, host }.into_response();
             *r.status_mut() = status;
             return r;
         }
@@ -133,103 +162,92 @@ pub(crate) async fn post_sql(
         .context_str("sqlQueryId")
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let format = q.result_format.unwrap_or_default();
-    let result = match state.engine.execute(&q).await {
-        Ok(r) => r,
-        Err(e) => return with_query_id(SqlError { error: e, host }.into_response(), &query_id),
-    };
-    let mut stream = result.stream;
-    let mut writer = ResultWriter::new(
-        format,
-        column_infos(&result.schema),
-        q.header,
-        q.types_header,
-        q.sql_types_header,
-        result.time_zone,
-    );
-    // Compute the first batch before committing to 200.
-    let mut first = Vec::with_capacity(4096);
-    writer.start(&mut first);
-    let mut done = false;
-    match stream.next().await {
+    let header = q.header;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, QueryError>>(4);
+    let engine = Arc::clone(&state.engine);
+    state.query_runtime.spawn(run_query(engine, q, tx));
+    // The first message decides the status: an error before any byte is a JSON error.
+    let first = match rx.recv().await {
+        Some(Ok(b)) => b,
+        Some(Err(error)) => {
+            return with_query_id(SqlError { error, host }.into_response(), &query_id);
+        }
         None => {
-            writer.finish(&mut first);
-            done = true;
+            let error = QueryError::Execution("the query task ended without a result".into());
+            return with_query_id(SqlError { error, host }.into_response(), &query_id);
         }
-        Some(Err(e)) => {
-            return with_query_id(
-                SqlError {
-                    error: QueryError::from_datafusion(e, false),
-                    host,
-                }
-                .into_response(),
-                &query_id,
-            );
-        }
-        Some(Ok(batch)) => {
-            if let Err(e) = writer.write_batch(&batch, &mut first) {
-                return with_query_id(
-                    SqlError {
-                        error: QueryError::Execution(e.to_string()),
-                        host,
-                    }
-                    .into_response(),
-                    &query_id,
-                );
-            }
-        }
-    }
-    let body = if done {
-        Body::from(first)
-    } else {
-        let rest = futures::stream::unfold(
-            (stream, writer, false),
-            |(mut stream, mut writer, finished)| async move {
-                if finished {
-                    return None;
-                }
-                match stream.next().await {
-                    None => {
-                        let mut out = Vec::new();
-                        writer.finish(&mut out);
-                        Some((Ok(Bytes::from(out)), (stream, writer, true)))
-                    }
-                    Some(Ok(batch)) => {
-                        let mut out = Vec::with_capacity(batch.num_rows() * 64);
-                        match writer.write_batch(&batch, &mut out) {
-                            Ok(()) => Some((Ok(Bytes::from(out)), (stream, writer, false))),
-                            Err(e) => Some((
-                                Err(std::io::Error::other(e.to_string())),
-                                (stream, writer, true),
-                            )),
-                        }
-                    }
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "sql query failed while streaming; truncating the response");
-                        Some((
-                            Err(std::io::Error::other(e.to_string())),
-                            (stream, writer, true),
-                        ))
-                    }
-                }
-            },
-        );
-        let head =
-            futures::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(first)) });
-        Body::from_stream(head.chain(rest))
     };
-    let mut resp = Response::new(body);
+    let rest = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(|item| {
+        item.map_err(|e| {
+            tracing::warn!(error = %e, "sql query failed while streaming; truncating the response");
+            std::io::Error::other(e.to_string())
+        })
+    });
+    let head = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(first) });
+    let mut resp = Response::new(Body::from_stream(head.chain(rest)));
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(format.content_type()),
     );
-    if q.header {
+    if header {
         h.insert(
             "X-Service-SQL-Header-Included",
             HeaderValue::from_static("yes"),
         );
     }
     with_query_id(resp, &query_id)
+}
+
+/// Plans and runs a query, sending encoded chunks: the first carries the opening bytes and the
+/// first batch (computed before the HTTP status is sent), the last the closing bytes. Stops as
+/// soon as the receiver is gone.
+async fn run_query(
+    engine: Arc<dolmen_query::QueryEngine>,
+    q: SqlQuery,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, QueryError>>,
+) {
+    let result = match engine.execute(&q).await {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.send(Err(e)).await;
+            return;
+        }
+    };
+    let mut stream = result.stream;
+    let mut writer = ResultWriter::new(
+        q.result_format.unwrap_or_default(),
+        column_infos(&result.schema),
+        q.header,
+        q.types_header,
+        q.sql_types_header,
+        result.time_zone,
+    );
+    let mut out = Vec::with_capacity(4096);
+    writer.start(&mut out);
+    loop {
+        match stream.next().await {
+            None => {
+                writer.finish(&mut out);
+                let _ = tx.send(Ok(Bytes::from(out))).await;
+                return;
+            }
+            Some(Err(e)) => {
+                let _ = tx.send(Err(QueryError::from_datafusion(e, false))).await;
+                return;
+            }
+            Some(Ok(batch)) => {
+                if let Err(e) = writer.write_batch(&batch, &mut out) {
+                    let _ = tx.send(Err(QueryError::Execution(e.to_string()))).await;
+                    return;
+                }
+                let chunk = std::mem::replace(&mut out, Vec::with_capacity(batch.num_rows() * 64));
+                if tx.send(Ok(Bytes::from(chunk))).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 fn with_query_id(mut r: Response, id: &str) -> Response {

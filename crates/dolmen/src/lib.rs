@@ -35,6 +35,7 @@ pub struct RunningServer {
     /// Handler state (overlord, engine, view, metadata).
     pub state: Arc<AppState>,
     sql_store: Arc<SqlMetadataStore>,
+    query_runtime: Option<tokio::runtime::Runtime>,
     http_shutdown: CancellationToken,
     background: TaskTracker,
     background_shutdown: CancellationToken,
@@ -48,13 +49,17 @@ impl RunningServer {
 
     /// Graceful shutdown: HTTP first, then background loops, then running tasks, then the
     /// metadata store.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         tracing::info!("shutting down");
         self.http_shutdown.cancel();
         self.background_shutdown.cancel();
         self.background.close();
         self.state.overlord.stop().await;
         self.background.wait().await;
+        if let Some(rt) = self.query_runtime.take() {
+            // Queries still running are abandoned (their clients are gone with the listener).
+            rt.shutdown_background();
+        }
         self.sql_store.close().await;
         tracing::info!("shutdown complete");
     }
@@ -112,11 +117,20 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         Arc::clone(&cache),
         config.query_threads,
     ));
+    // Queries run on their own worker threads so that a heavy query never stalls the HTTP
+    // reactor (DataFusion's recommended set-up for CPU-bound work).
+    let query_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.query_threads)
+        .thread_name("dolmen-query")
+        .enable_all()
+        .build()
+        .context("cannot start the query runtime")?;
     let state = Arc::new(AppState {
         overlord,
         engine,
         view: Arc::clone(&view),
         metadata,
+        query_runtime: query_runtime.handle().clone(),
         host: advertised_host(&config.host),
         port: addr.port(),
     });
@@ -157,6 +171,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         addr,
         state,
         sql_store,
+        query_runtime: Some(query_runtime),
         http_shutdown,
         background,
         background_shutdown,
