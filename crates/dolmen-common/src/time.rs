@@ -1,27 +1,35 @@
-//! Time: instants (i64 milliseconds since the epoch, UTC), ISO 8601 periods and intervals,
-//! and Druid granularities.
+//! Time: instants (i64 milliseconds since the epoch, UTC), their ISO 8601 text, intervals,
+//! calendar fields and Druid granularities.
 //!
 //! Druid prints instants as `2015-09-12T00:46:58.771Z` (Joda `dateTime()` in UTC, always with
 //! milliseconds) and intervals as `start/end` of two such instants; segment ids, payloads and
-//! API responses depend on exactly these strings, so every formatter here produces them.
+//! API responses depend on exactly these strings, so every formatter here produces them. In
+//! another zone the same format carries the offset (`2015-09-11T17:46:58.771-07:00`, see
+//! [`push_iso_millis`]); text without an offset can be read as local time in a zone
+//! ([`parse_iso_in_zone`]).
 //!
-//! Periods follow ISO 8601 (`P1D`, `PT1H`, `P1Y2M`, `PT0.5S`, `P1W`); calendar fields (years,
-//! months, weeks, days) are applied in a time zone, fixed fields (hours and below) as durations,
-//! as Joda-Time's `Period` does. Granularities are Druid's (`docs/querying/granularities.md`):
-//! the simple names (`none`, `second`, ..., `year`, `all`) and the `period` and `duration` objects.
+//! Periods (`P1D`, `PT1H`) and their arithmetic live in [`crate::period`] (re-exported here),
+//! time zones in [`crate::zone`], Joda-Time patterns in [`crate::joda`]. Granularities are
+//! Druid's (`docs/querying/granularities.md`): the simple names (`none`, `second`, ...,
+//! `year`, `all`) and the `period` and `duration` objects. [`ExtractUnit`] is Druid's
+//! `TIME_EXTRACT`/`timestamp_extract` unit (`TimestampExtractExprMacro`).
 
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
-use chrono_tz::Tz;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub use crate::period::{Period, floor_to_period};
+use crate::zone::{self, Zone};
 
 /// Smallest instant Dolmen represents (Druid's `JodaUtils.MIN_INSTANT` is `Long.MIN_VALUE / 2`).
 pub const MIN_INSTANT: i64 = i64::MIN / 2;
 /// Largest instant Dolmen represents (Druid's `JodaUtils.MAX_INSTANT` is `Long.MAX_VALUE / 2`).
 pub const MAX_INSTANT: i64 = i64::MAX / 2;
+
+const DAY_MS: i64 = 86_400_000;
 
 /// An error parsing or computing a time value; the message names the offending text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,71 +49,106 @@ pub fn format_iso_millis(ms: i64) -> String {
     }
 }
 
-/// Formats an instant in a time zone as Joda does: `2015-09-11T17:47:53.259-07:00`, or with `Z`
-/// when the zone is UTC.
-pub fn format_iso_millis_tz(ms: i64, tz: &Tz) -> String {
-    if *tz == Tz::UTC {
-        return format_iso_millis(ms);
-    }
-    match tz.timestamp_millis_opt(ms).single() {
-        Some(dt) => dt.format("%Y-%m-%dT%H:%M:%S%.3f%:z").to_string(),
-        None => format_iso_millis(ms),
-    }
+/// Formats an instant in a time zone as Joda's `ISODateTimeFormat.dateTime()` does:
+/// `2015-09-11T17:47:53.259-07:00`, or with `Z` when the offset is zero.
+pub fn format_iso_in_zone(ms: i64, zone: &Zone) -> String {
+    let mut s = String::with_capacity(29);
+    push_iso_millis(&mut s, ms, zone);
+    s
 }
 
-/// Parses a time zone id (`UTC`, `America/Los_Angeles`, `+05:30`, `Z`).
+/// Appends instant `ms` as Druid prints TIMESTAMP values: Joda `ISODateTimeFormat.dateTime()`
+/// in `zone`, e.g. `2015-09-12T00:46:58.771Z` or `2015-09-11T17:46:58.771-07:00` (the offset
+/// gets `:ss` when it has seconds).
 ///
-/// Fixed offsets map to the nearest `Etc/GMT` zone only when whole hours; other offsets are
-/// rejected with an error naming the value.
-pub fn parse_time_zone(s: &str) -> Result<Tz, TimeError> {
-    let t = s.trim();
-    if t.eq_ignore_ascii_case("utc") || t == "Z" || t.eq_ignore_ascii_case("gmt") {
-        return Ok(Tz::UTC);
-    }
-    if let Ok(tz) = Tz::from_str(t) {
-        return Ok(tz);
-    }
-    if let Some(off) = parse_offset_secs(t)
-        && off % 3600 == 0
-    {
-        let h = off / 3600;
-        // Etc/GMT zones have inverted signs.
-        let name = if h == 0 {
-            "Etc/GMT".to_string()
-        } else if h > 0 {
-            format!("Etc/GMT-{h}")
-        } else {
-            format!("Etc/GMT+{}", -h)
-        };
-        if let Ok(tz) = Tz::from_str(&name) {
-            return Ok(tz);
+/// Pure integer arithmetic for years 0 to 9999; one offset lookup per value outside UTC.
+pub fn push_iso_millis(out: &mut String, ms: i64, zone: &Zone) {
+    let off = zone.offset_ms(ms);
+    let Some(local) = ms.checked_add(off) else {
+        out.push_str(&format_iso_millis(ms));
+        return;
+    };
+    let days = local.div_euclid(DAY_MS);
+    let msd = local.rem_euclid(DAY_MS);
+    let (y, m, d) = civil_from_days(days);
+    if !(0..=9999).contains(&y) {
+        match DateTime::from_timestamp_millis(local) {
+            Some(dt) => {
+                out.push_str(&dt.format("%Y-%m-%dT%H:%M:%S%.3f").to_string());
+                push_iso_offset(out, off);
+            }
+            None => out.push_str(&format_iso_millis(ms)),
         }
+        return;
     }
-    err(format!("unknown time zone [{s}]"))
+    push_2(out, (y / 100) as u32);
+    push_2(out, (y % 100) as u32);
+    out.push('-');
+    push_2(out, m);
+    out.push('-');
+    push_2(out, d);
+    out.push('T');
+    push_2(out, (msd / 3_600_000) as u32);
+    out.push(':');
+    push_2(out, (msd / 60_000 % 60) as u32);
+    out.push(':');
+    push_2(out, (msd / 1000 % 60) as u32);
+    out.push('.');
+    let frac = (msd % 1000) as u32;
+    out.push(char::from(b'0' + (frac / 100) as u8));
+    push_2(out, frac % 100);
+    push_iso_offset(out, off);
 }
 
-fn parse_offset_secs(s: &str) -> Option<i32> {
-    let (sign, rest) = match s.as_bytes().first()? {
-        b'+' => (1, &s[1..]),
-        b'-' => (-1, &s[1..]),
-        _ => return None,
-    };
-    let digits: String = rest.chars().filter(|c| *c != ':').collect();
-    if !digits.chars().all(|c| c.is_ascii_digit()) {
-        return None;
+/// Appends a UTC offset as Joda's ISO printer does: `Z` for zero, else `+hh:mm` (and `:ss` when
+/// the offset has seconds).
+fn push_iso_offset(out: &mut String, off_ms: i64) {
+    if off_ms == 0 {
+        out.push('Z');
+    } else {
+        zone::push_offset(out, off_ms, true, true);
     }
-    let (h, m) = match digits.len() {
-        2 => (digits.parse::<i32>().ok()?, 0),
-        4 => (
-            digits[..2].parse::<i32>().ok()?,
-            digits[2..].parse::<i32>().ok()?,
-        ),
-        _ => return None,
-    };
-    if h > 23 || m > 59 {
-        return None;
-    }
-    Some(sign * (h * 3600 + m * 60))
+}
+
+/// Appends the two low decimal digits of `v`.
+#[inline]
+pub(crate) fn push_2(out: &mut String, v: u32) {
+    out.push(char::from(b'0' + (v / 10 % 10) as u8));
+    out.push(char::from(b'0' + (v % 10) as u8));
+}
+
+/// Converts days since 1970-01-01 to a proleptic Gregorian (year, month, day), by pure integer
+/// arithmetic (H. Hinnant's `civil_from_days`).
+#[inline]
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses a time zone id (`UTC`, `America/Los_Angeles`, `+05:30`, `Z`); see [`Zone::parse`].
+///
+/// # Errors
+/// A [`TimeError`] naming the value when it is not a zone.
+pub fn parse_time_zone(s: &str) -> Result<Zone, TimeError> {
+    Zone::parse(s)
 }
 
 /// Parses an ISO 8601 instant as Druid's ISO parser accepts it (Joda
@@ -146,7 +189,9 @@ fn split_zone(t: &str) -> Option<(&str, i32)> {
     if let Some(tpos) = t.find(['T', ' ']) {
         let time = &t[tpos + 1..];
         if let Some(i) = time.rfind(['+', '-']) {
-            let off = parse_offset_secs(&time[i..])?;
+            let b = &time.as_bytes()[i..];
+            let mut pos = 0;
+            let off = zone::parse_offset(b, &mut pos).filter(|_| pos == b.len())?;
             return Some((&t[..tpos + 1 + i], off));
         }
     }
@@ -206,345 +251,164 @@ fn parse_iso_time(s: &str) -> Option<NaiveTime> {
     NaiveTime::from_hms_nano_opt(h, m, sec, nanos)
 }
 
-/// An ISO 8601 period (`P1Y2M3W4DT5H6M7.5S`), as Joda-Time's `Period` with the standard type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Period {
-    /// Years (calendar field).
-    pub years: i64,
-    /// Months (calendar field).
-    pub months: i64,
-    /// Weeks (calendar field).
-    pub weeks: i64,
-    /// Days (calendar field).
-    pub days: i64,
-    /// Hours.
-    pub hours: i64,
-    /// Minutes.
-    pub minutes: i64,
-    /// Seconds.
-    pub seconds: i64,
-    /// Milliseconds.
-    pub millis: i64,
-}
-
-impl Period {
-    /// Parses `P[nY][nM][nW][nD][T[nH][nM][n[.fff]S]]` (a leading `-` negates every field).
-    ///
-    /// # Errors
-    /// A [`TimeError`] naming the text when it is not an ISO 8601 period.
-    pub fn parse(s: &str) -> Result<Period, TimeError> {
-        let bad = || TimeError(format!("invalid ISO 8601 period [{s}]"));
-        let t = s.trim();
-        let (neg, t) = match t.strip_prefix('-') {
-            Some(r) => (true, r),
-            None => (false, t),
-        };
-        let rest = t
-            .strip_prefix('P')
-            .or_else(|| t.strip_prefix('p'))
-            .ok_or_else(bad)?;
-        if rest.is_empty() {
-            return Err(bad());
-        }
-        let mut p = Period::default();
-        let mut in_time = false;
-        let mut num = String::new();
-        let mut any = false;
-        for c in rest.chars() {
-            match c {
-                'T' | 't' => {
-                    if in_time || !num.is_empty() {
-                        return Err(bad());
-                    }
-                    in_time = true;
-                }
-                '0'..='9' | '.' | ',' | '-' => num.push(if c == ',' { '.' } else { c }),
-                _ => {
-                    if num.is_empty() {
-                        return Err(bad());
-                    }
-                    let unit = c.to_ascii_uppercase();
-                    if unit == 'S' && in_time && num.contains('.') {
-                        let v: f64 = num.parse().map_err(|_| bad())?;
-                        let total_ms = (v * 1000.0).round() as i64;
-                        p.seconds += total_ms / 1000;
-                        p.millis += total_ms % 1000;
-                    } else {
-                        let v: i64 = num.parse().map_err(|_| bad())?;
-                        match (in_time, unit) {
-                            (false, 'Y') => p.years = v,
-                            (false, 'M') => p.months = v,
-                            (false, 'W') => p.weeks = v,
-                            (false, 'D') => p.days = v,
-                            (true, 'H') => p.hours = v,
-                            (true, 'M') => p.minutes = v,
-                            (true, 'S') => p.seconds = v,
-                            _ => return Err(bad()),
-                        }
-                    }
-                    num.clear();
-                    any = true;
-                }
-            }
-        }
-        if !num.is_empty() || !any {
-            return Err(bad());
-        }
-        if neg {
-            p = p.negate();
-        }
-        Ok(p)
-    }
-
-    /// The period with every field negated.
-    pub fn negate(self) -> Period {
-        Period {
-            years: -self.years,
-            months: -self.months,
-            weeks: -self.weeks,
-            days: -self.days,
-            hours: -self.hours,
-            minutes: -self.minutes,
-            seconds: -self.seconds,
-            millis: -self.millis,
-        }
-    }
-
-    /// True when the period has only hour, minute, second and millisecond fields, so that it is
-    /// a fixed duration in every time zone.
-    pub fn is_fixed(&self) -> bool {
-        self.years == 0 && self.months == 0 && self.weeks == 0 && self.days == 0
-    }
-
-    /// The length in milliseconds of the fixed part (hours and below), plus days and weeks
-    /// counted as 24 h (exact in UTC).
-    pub fn fixed_millis(&self) -> i64 {
-        ((self.weeks * 7 + self.days) * 24 + self.hours) * 3_600_000
-            + self.minutes * 60_000
-            + self.seconds * 1000
-            + self.millis
-    }
-
-    /// True when all fields are zero.
-    pub fn is_zero(&self) -> bool {
-        *self == Period::default()
-    }
-
-    /// Adds `n` times this period to instant `ms` in zone `tz` (calendar fields in local time,
-    /// then the fixed fields as a duration), as Joda's `DateTime.plus(Period)`.
-    ///
-    /// # Errors
-    /// When the result leaves the representable range.
-    pub fn add_to(&self, ms: i64, n: i64, tz: &Tz) -> Result<i64, TimeError> {
-        let overflow = || TimeError(format!("time arithmetic overflow adding {self} x {n}"));
-        let mut out = ms;
-        let months = (self.years * 12 + self.months)
-            .checked_mul(n)
-            .ok_or_else(overflow)?;
-        let days = (self.weeks * 7 + self.days)
-            .checked_mul(n)
-            .ok_or_else(overflow)?;
-        if months != 0 || days != 0 {
-            let dt = tz
-                .timestamp_millis_opt(out)
-                .single()
-                .ok_or_else(overflow)?
-                .naive_local();
-            let mut nd = dt;
-            if months != 0 {
-                nd = add_months(nd, months).ok_or_else(overflow)?;
-            }
-            if days != 0 {
-                nd = nd
-                    .checked_add_signed(Duration::days(days))
-                    .ok_or_else(overflow)?;
-            }
-            out = local_to_utc_millis(tz, nd).ok_or_else(overflow)?;
-        }
-        let fixed =
-            (self.hours * 3_600_000 + self.minutes * 60_000 + self.seconds * 1000 + self.millis)
-                .checked_mul(n)
-                .ok_or_else(overflow)?;
-        out.checked_add(fixed).ok_or_else(overflow)
-    }
-}
-
-fn add_months(dt: NaiveDateTime, months: i64) -> Option<NaiveDateTime> {
-    let total = i64::from(dt.year()) * 12 + i64::from(dt.month0()) + months;
-    let y = i32::try_from(total.div_euclid(12)).ok()?;
-    let m = total.rem_euclid(12) as u32 + 1;
-    let last = last_day_of_month(y, m)?;
-    let d = dt.day().min(last);
-    Some(NaiveDateTime::new(
-        NaiveDate::from_ymd_opt(y, m, d)?,
-        dt.time(),
-    ))
-}
-
-fn last_day_of_month(y: i32, m: u32) -> Option<u32> {
-    let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-    Some(NaiveDate::from_ymd_opt(ny, nm, 1)?.pred_opt()?.day())
-}
-
-/// Converts a local date-time in `tz` to UTC milliseconds, resolving DST gaps forward and
-/// overlaps to the earlier instant (Joda's behaviour).
-fn local_to_utc_millis(tz: &Tz, nd: NaiveDateTime) -> Option<i64> {
-    match tz.from_local_datetime(&nd) {
-        chrono::LocalResult::Single(d) => Some(d.timestamp_millis()),
-        chrono::LocalResult::Ambiguous(a, _) => Some(a.timestamp_millis()),
-        chrono::LocalResult::None => {
-            let later = nd.checked_add_signed(Duration::hours(1))?;
-            tz.from_local_datetime(&later)
-                .earliest()
-                .map(|d| d.timestamp_millis())
-        }
-    }
-}
-
-impl fmt::Display for Period {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_zero() {
-            return f.write_str("PT0S");
-        }
-        f.write_str("P")?;
-        for (v, u) in [
-            (self.years, 'Y'),
-            (self.months, 'M'),
-            (self.weeks, 'W'),
-            (self.days, 'D'),
-        ] {
-            if v != 0 {
-                write!(f, "{v}{u}")?;
-            }
-        }
-        if self.hours != 0 || self.minutes != 0 || self.seconds != 0 || self.millis != 0 {
-            f.write_str("T")?;
-            if self.hours != 0 {
-                write!(f, "{}H", self.hours)?;
-            }
-            if self.minutes != 0 {
-                write!(f, "{}M", self.minutes)?;
-            }
-            if self.millis != 0 {
-                let total = self.seconds * 1000 + self.millis;
-                let s = format!("{}.{:03}", total / 1000, (total % 1000).abs());
-                write!(f, "{}S", s.trim_end_matches('0'))?;
-            } else if self.seconds != 0 {
-                write!(f, "{}S", self.seconds)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl FromStr for Period {
-    type Err = TimeError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Period::parse(s)
-    }
-}
-
-/// Floors `ms` to the start of the bucket of `period` that contains it, buckets being counted
-/// from `origin` (default: the epoch in local time of `tz`), as Druid's `PeriodGranularity`.
+/// Parses an ISO 8601 instant as Druid's `TIME_PARSE` and `timestamp_parse` do without a
+/// pattern (Joda's `dateTimeParser().withZone(zone)`): the forms of [`parse_iso_instant`];
+/// text without `Z` or an offset is local time in `zone`, and a local time that falls into a
+/// daylight-saving gap does not exist.
 ///
 /// # Errors
-/// When the period is zero or negative, or arithmetic overflows.
-pub fn floor_to_period(
-    ms: i64,
-    period: &Period,
-    origin: Option<i64>,
-    tz: &Tz,
-) -> Result<i64, TimeError> {
-    if period.is_zero() {
-        return err("period must not be zero");
+/// A [`TimeError`] naming the text when it is not such an instant.
+pub fn parse_iso_in_zone(s: &str, zone: &Zone) -> Result<i64, TimeError> {
+    let as_utc = parse_iso_instant(s)?;
+    if zone.is_utc() || has_zone_designator(s) {
+        return Ok(as_utc);
     }
-    // Fast path: fixed periods in UTC (and days/weeks in UTC) are pure integer arithmetic.
-    let single_calendar_unit = period.years == 0 && period.months == 0;
-    if single_calendar_unit && (*tz == Tz::UTC || period.is_fixed()) {
-        let len = period.fixed_millis();
-        if len <= 0 {
-            return err(format!("period [{period}] must be positive"));
-        }
-        let o = match origin {
-            Some(o) => o,
-            None if period.weeks != 0
-                && period.days == 0
-                && period.hours == 0
-                && period.minutes == 0
-                && period.seconds == 0
-                && period.millis == 0 =>
-            {
-                // Druid (Joda) aligns weeks to Monday: 1970-01-05 is the first Monday.
-                4 * 86_400_000
+    zone.local_to_utc_strict(as_utc).ok_or_else(|| {
+        TimeError(format!(
+            "timestamp [{s}] does not exist in time zone [{zone}] (daylight-saving gap)"
+        ))
+    })
+}
+
+/// Whether ISO text carries `Z` or an offset after its time part.
+fn has_zone_designator(s: &str) -> bool {
+    let t = s.trim();
+    if t.ends_with(['Z', 'z']) {
+        return true;
+    }
+    match t.find(['T', 't', ' ']) {
+        Some(i) => t[i + 1..].contains(['+', '-']),
+        None => false,
+    }
+}
+
+/// A `TIME_EXTRACT` / `timestamp_extract` unit (Druid's `TimestampExtractExprMacro.Unit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExtractUnit {
+    /// Seconds since the epoch.
+    Epoch,
+    /// Druid computes this as epoch seconds / 1000 (sic).
+    Microsecond,
+    /// Millisecond of second.
+    Millisecond,
+    /// Second of minute.
+    Second,
+    /// Minute of hour.
+    Minute,
+    /// Hour of day.
+    Hour,
+    /// Day of month.
+    Day,
+    /// Day of week, ISO (Monday = 1 .. Sunday = 7), as Druid.
+    Dow,
+    /// Day of week, ISO.
+    Isodow,
+    /// Day of year.
+    Doy,
+    /// ISO week of week year.
+    Week,
+    /// Month of year.
+    Month,
+    /// Quarter of year.
+    Quarter,
+    /// Year.
+    Year,
+    /// ISO week year.
+    Isoyear,
+    /// Year / 10.
+    Decade,
+    /// ceil(year / 100).
+    Century,
+    /// ceil(year / 1000).
+    Millennium,
+}
+
+impl ExtractUnit {
+    /// Parses a unit name, case-insensitively.
+    pub fn parse(s: &str) -> Option<ExtractUnit> {
+        use ExtractUnit::*;
+        Some(match s.trim().to_ascii_uppercase().as_str() {
+            "EPOCH" => Epoch,
+            "MICROSECOND" => Microsecond,
+            "MILLISECOND" => Millisecond,
+            "SECOND" => Second,
+            "MINUTE" => Minute,
+            "HOUR" => Hour,
+            "DAY" => Day,
+            "DOW" => Dow,
+            "ISODOW" => Isodow,
+            "DOY" => Doy,
+            "WEEK" => Week,
+            "MONTH" => Month,
+            "QUARTER" => Quarter,
+            "YEAR" => Year,
+            "ISOYEAR" => Isoyear,
+            "DECADE" => Decade,
+            "CENTURY" => Century,
+            "MILLENNIUM" => Millennium,
+            _ => return None,
+        })
+    }
+
+    /// The unit's value for instant `utc` in `zone`.
+    #[inline]
+    pub fn extract_in(self, utc: i64, zone: &Zone) -> i64 {
+        self.extract(utc, utc.wrapping_add(zone.offset_ms(utc)))
+    }
+
+    /// The unit's value for UTC instant `utc` whose local wall-clock time (as epoch ms) is
+    /// `local`.
+    #[inline]
+    pub fn extract(self, utc: i64, local: i64) -> i64 {
+        use ExtractUnit::*;
+        let days = local.div_euclid(DAY_MS);
+        let msd = local.rem_euclid(DAY_MS);
+        match self {
+            Epoch => utc / 1000,
+            Microsecond => utc / 1000 / 1000,
+            Millisecond => msd % 1000,
+            Second => msd / 1000 % 60,
+            Minute => msd / 60_000 % 60,
+            Hour => msd / 3_600_000,
+            Dow | Isodow => (days + 3).rem_euclid(7) + 1,
+            _ => {
+                let (y, m, d) = civil_from_days(days);
+                match self {
+                    Day => i64::from(d),
+                    Month => i64::from(m),
+                    Quarter => (i64::from(m) - 1) / 3 + 1,
+                    Year => y,
+                    Decade => y / 10,
+                    Century => ceil_div(y, 100),
+                    Millennium => ceil_div(y, 1000),
+                    Doy => days - days_from_civil(y, 1, 1) + 1,
+                    Week | Isoyear => {
+                        let date = i32::try_from(y)
+                            .ok()
+                            .and_then(|y| NaiveDate::from_ymd_opt(y, m, d));
+                        match date {
+                            Some(date) => {
+                                use chrono::Datelike;
+                                let w = date.iso_week();
+                                if self == Week {
+                                    i64::from(w.week())
+                                } else {
+                                    i64::from(w.year())
+                                }
+                            }
+                            None => 0,
+                        }
+                    }
+                    _ => 0,
+                }
             }
-            None => 0,
-        };
-        return Ok(o + (ms - o).div_euclid(len) * len);
-    }
-    // Calendar periods: truncate in local time to the period's largest unit, counting from origin.
-    let local = tz
-        .timestamp_millis_opt(ms)
-        .single()
-        .ok_or_else(|| TimeError(format!("instant {ms} out of range")))?
-        .naive_local();
-    let origin_local = match origin {
-        Some(o) => tz
-            .timestamp_millis_opt(o)
-            .single()
-            .ok_or_else(|| TimeError(format!("origin {o} out of range")))?
-            .naive_local(),
-        None => NaiveDate::from_ymd_opt(1970, 1, 1)
-            .expect("valid date")
-            .and_time(NaiveTime::MIN),
-    };
-    if period.years != 0 || period.months != 0 {
-        if !(period.weeks == 0
-            && period.days == 0
-            && period.hours == 0
-            && period.minutes == 0
-            && period.seconds == 0
-            && period.millis == 0)
-        {
-            return err(format!(
-                "period [{period}] mixes months or years with smaller units; not supported"
-            ));
-        }
-        let step = period.years * 12 + period.months;
-        if step <= 0 {
-            return err(format!("period [{period}] must be positive"));
-        }
-        let months_since = (i64::from(local.year()) * 12 + i64::from(local.month0()))
-            - (i64::from(origin_local.year()) * 12 + i64::from(origin_local.month0()));
-        let mut k = months_since.div_euclid(step);
-        loop {
-            let start = add_months(origin_local, k * step)
-                .ok_or_else(|| TimeError("time arithmetic overflow".into()))?;
-            if start <= local {
-                return local_to_utc_millis(tz, start)
-                    .ok_or_else(|| TimeError("time arithmetic overflow".into()));
-            }
-            k -= 1;
         }
     }
-    // Days/weeks (possibly with a fixed part) in a non-UTC zone: count local-day steps.
-    let step_days = period.weeks * 7 + period.days;
-    let fixed =
-        period.hours * 3_600_000 + period.minutes * 60_000 + period.seconds * 1000 + period.millis;
-    if fixed != 0 {
-        return err(format!(
-            "period [{period}] mixes days with hours in a non-UTC time zone; not supported"
-        ));
-    }
-    if step_days <= 0 {
-        return err(format!("period [{period}] must be positive"));
-    }
-    let days_since = (local.date() - origin_local.date()).num_days()
-        - i64::from(local.time() < origin_local.time());
-    let k = days_since.div_euclid(step_days);
-    let start = origin_local
-        .checked_add_signed(Duration::days(k * step_days))
-        .ok_or_else(|| TimeError("time arithmetic overflow".into()))?;
-    local_to_utc_millis(tz, start).ok_or_else(|| TimeError("time arithmetic overflow".into()))
+}
+
+fn ceil_div(a: i64, b: i64) -> i64 {
+    let q = a.div_euclid(b);
+    if a.rem_euclid(b) == 0 { q } else { q + 1 }
 }
 
 /// A half-open interval `[start, end)` of instants in milliseconds, as Joda's `Interval`.
@@ -578,36 +442,50 @@ impl Interval {
         Ok(Interval { start, end })
     }
 
-    /// Parses `start/end`, `start/period` or `period/end` (ISO 8601 instants and periods).
-    /// `_` is also accepted as the separator (Druid uses it in URLs and some parameters).
+    /// Parses `start/end`, `start/period` or `period/end` (ISO 8601 instants and periods) in
+    /// UTC. `_` is also accepted as the separator (Druid uses it in URLs and some parameters).
     ///
     /// # Errors
     /// A [`TimeError`] naming the text.
     pub fn parse(s: &str) -> Result<Interval, TimeError> {
         let t = s.trim();
-        let (a, b) = t
-            .split_once('/')
-            .or_else(|| t.split_once('_'))
-            .ok_or_else(|| {
-                TimeError(format!(
-                    "invalid ISO 8601 interval [{s}]: expected start/end"
-                ))
-            })?;
+        let parts = t.split_once('/').or_else(|| t.split_once('_'));
+        Interval::from_parts(s, parts, &Zone::Utc)
+    }
+
+    /// Parses `start/end`, `start/period` or `period/end` as Joda's
+    /// `new Interval(text, ISOChronology.getInstance(zone))` (Druid's `TIME_IN_INTERVAL`):
+    /// instants without an offset are local time in `zone` ([`parse_iso_in_zone`]), periods are
+    /// added in `zone`.
+    ///
+    /// # Errors
+    /// A [`TimeError`] naming the text.
+    pub fn parse_in_zone(s: &str, zone: &Zone) -> Result<Interval, TimeError> {
+        Interval::from_parts(s, s.trim().split_once('/'), zone)
+    }
+
+    fn from_parts(
+        s: &str,
+        parts: Option<(&str, &str)>,
+        zone: &Zone,
+    ) -> Result<Interval, TimeError> {
+        let (a, b) = parts.ok_or_else(|| {
+            TimeError(format!(
+                "invalid ISO 8601 interval [{s}]: expected start/end"
+            ))
+        })?;
         let wrap = |e: TimeError| TimeError(format!("invalid ISO 8601 interval [{s}]: {}", e.0));
+        let instant = |x: &str| parse_iso_in_zone(x, zone).map_err(wrap);
+        let period = |x: &str| Period::parse(x).map_err(wrap);
         let is_period = |x: &str| x.starts_with('P') || x.starts_with('p');
         let (start, end) = if is_period(a) {
-            let end = parse_iso_instant(b).map_err(wrap)?;
-            let p = Period::parse(a).map_err(wrap)?;
-            (p.add_to(end, -1, &Tz::UTC).map_err(wrap)?, end)
+            let end = instant(b)?;
+            (period(a)?.add_to(end, -1, zone).map_err(wrap)?, end)
         } else if is_period(b) {
-            let start = parse_iso_instant(a).map_err(wrap)?;
-            let p = Period::parse(b).map_err(wrap)?;
-            (start, p.add_to(start, 1, &Tz::UTC).map_err(wrap)?)
+            let start = instant(a)?;
+            (start, period(b)?.add_to(start, 1, zone).map_err(wrap)?)
         } else {
-            (
-                parse_iso_instant(a).map_err(wrap)?,
-                parse_iso_instant(b).map_err(wrap)?,
-            )
+            (instant(a)?, instant(b)?)
         };
         Interval::new(start, end).map_err(wrap)
     }
@@ -692,7 +570,7 @@ pub enum Granularity {
         /// The period.
         period: Period,
         /// The time zone buckets are aligned in.
-        tz: Tz,
+        tz: Zone,
         /// Origin instant, ms; `None` means the epoch in `tz` (Monday alignment for weeks).
         origin: Option<i64>,
         /// The simple name when this came from one (`DAY`, `FIFTEEN_MINUTE`, ...).
@@ -741,7 +619,7 @@ impl Granularity {
             if *name == up {
                 return Ok(Granularity::Period {
                     period: Period::parse(p).expect("static period"),
-                    tz: Tz::UTC,
+                    tz: Zone::Utc,
                     origin: None,
                     name: Some(name),
                 });
@@ -765,7 +643,7 @@ impl Granularity {
             .map(|(n, _)| *n);
         Ok(Granularity::Period {
             period,
-            tz: Tz::UTC,
+            tz: Zone::Utc,
             origin: None,
             name,
         })
@@ -847,7 +725,7 @@ impl Granularity {
                 let mut o = serde_json::Map::new();
                 o.insert("type".into(), json!("period"));
                 o.insert("period".into(), json!(period.to_string()));
-                o.insert("timeZone".into(), json!(tz.name()));
+                o.insert("timeZone".into(), json!(tz.id()));
                 o.insert(
                     "origin".into(),
                     origin
@@ -893,7 +771,7 @@ impl Granularity {
                         }
                         let tz = match o.get("timeZone").and_then(|t| t.as_str()) {
                             Some(t) => parse_time_zone(t)?,
-                            None => Tz::UTC,
+                            None => Zone::Utc,
                         };
                         Ok(Granularity::Period {
                             period,
@@ -980,24 +858,6 @@ mod tests {
     }
 
     #[test]
-    fn periods() {
-        let p = Period::parse("P1D").unwrap();
-        assert_eq!(p.days, 1);
-        assert_eq!(p.to_string(), "P1D");
-        assert_eq!(Period::parse("PT1H30M").unwrap().fixed_millis(), 5_400_000);
-        assert_eq!(Period::parse("PT0.5S").unwrap().fixed_millis(), 500);
-        assert!(Period::parse("P").is_err());
-        assert!(Period::parse("1D").is_err());
-        assert!(Period::parse("PT1D").is_err());
-        let jan31 = parse_iso_instant("2015-01-31").unwrap();
-        let feb = Period::parse("P1M")
-            .unwrap()
-            .add_to(jan31, 1, &Tz::UTC)
-            .unwrap();
-        assert_eq!(format_iso_millis(feb), "2015-02-28T00:00:00.000Z");
-    }
-
-    #[test]
     fn intervals() {
         let i = Interval::parse("2015-09-12/2015-09-13").unwrap();
         assert_eq!(
@@ -1009,6 +869,20 @@ mod tests {
         assert_eq!(Interval::parse("P1D/2015-09-13").unwrap(), i);
         assert!(Interval::parse("2015-09-13/2015-09-12").is_err());
         assert!(Interval::parse("nonsense").is_err());
+        let la = parse_time_zone("America/Los_Angeles").unwrap();
+        assert_eq!(
+            Interval::parse_in_zone("2015-09-12/P1D", &la)
+                .unwrap()
+                .to_string(),
+            "2015-09-12T07:00:00.000Z/2015-09-13T07:00:00.000Z"
+        );
+        assert_eq!(
+            Interval::parse_in_zone("2015-09-12T00:00:00Z/2015-09-13", &la)
+                .unwrap()
+                .duration_ms(),
+            31 * 3_600_000
+        );
+        assert!(Interval::parse_in_zone("2015-09-12_2015-09-13", &la).is_err());
     }
 
     #[test]
@@ -1051,6 +925,105 @@ mod tests {
             "2015-09-12T07:00:00.000Z"
         );
         assert_eq!(day.to_json(), serde_json::json!("DAY"));
+    }
+
+    #[test]
+    fn iso_writer_matches_joda() {
+        let la = parse_time_zone("America/Los_Angeles").unwrap();
+        let t = parse_iso_instant("2015-09-12T00:46:58.771Z").unwrap();
+        let mut s = String::new();
+        push_iso_millis(&mut s, t, &Zone::Utc);
+        assert_eq!(s, "2015-09-12T00:46:58.771Z");
+        s.clear();
+        push_iso_millis(&mut s, t, &la);
+        assert_eq!(s, "2015-09-11T17:46:58.771-07:00");
+        s.clear();
+        push_iso_millis(&mut s, -1, &Zone::Utc);
+        assert_eq!(s, "1969-12-31T23:59:59.999Z");
+        s.clear();
+        push_iso_millis(
+            &mut s,
+            parse_iso_instant("2015-01-01T00:00:00Z").unwrap(),
+            &parse_time_zone("Europe/London").unwrap(),
+        );
+        assert_eq!(s, "2015-01-01T00:00:00.000Z");
+        for ms in [
+            0_i64,
+            951_782_400_000,
+            4_102_444_800_000,
+            -62_135_596_800_000,
+        ] {
+            s.clear();
+            push_iso_millis(&mut s, ms, &Zone::Utc);
+            assert_eq!(s, format_iso_millis(ms));
+        }
+        assert_eq!(
+            format_iso_in_zone(t, &parse_time_zone("+05:30").unwrap()),
+            "2015-09-12T06:16:58.771+05:30"
+        );
+    }
+
+    #[test]
+    fn iso_parse_in_zone() {
+        let la = parse_time_zone("America/Los_Angeles").unwrap();
+        let utc = Zone::Utc;
+        assert_eq!(
+            parse_iso_in_zone("2015-09-12T00:00:00", &la)
+                .map(format_iso_millis)
+                .ok()
+                .as_deref(),
+            Some("2015-09-12T07:00:00.000Z")
+        );
+        assert_eq!(
+            parse_iso_in_zone("2015-09-12 00:00:00Z", &la)
+                .map(format_iso_millis)
+                .ok()
+                .as_deref(),
+            Some("2015-09-12T00:00:00.000Z")
+        );
+        assert_eq!(
+            parse_iso_in_zone("2015-09-12T00:00:00-07:00", &utc)
+                .map(format_iso_millis)
+                .ok()
+                .as_deref(),
+            Some("2015-09-12T07:00:00.000Z")
+        );
+        assert_eq!(
+            parse_iso_in_zone("2015-09-12", &utc)
+                .map(format_iso_millis)
+                .ok()
+                .as_deref(),
+            Some("2015-09-12T00:00:00.000Z")
+        );
+        assert_eq!(parse_iso_in_zone("nope", &utc).ok(), None);
+        let gap = parse_iso_in_zone("2015-03-08T02:30:00", &la).unwrap_err();
+        assert!(gap.to_string().contains("[2015-03-08T02:30:00]"), "{gap}");
+    }
+
+    #[test]
+    fn civil() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        for days in [-1_000_000, -1, 0, 11_016, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+
+    #[test]
+    fn extract_units() {
+        let t = parse_iso_instant("2000-01-01T13:04:05.678Z").unwrap();
+        let unit = |u: &str| ExtractUnit::parse(u).unwrap();
+        assert_eq!(unit("year").extract_in(t, &Zone::Utc), 2000);
+        assert_eq!(unit("CENTURY").extract_in(t, &Zone::Utc), 20);
+        assert_eq!(unit("MILLENNIUM").extract_in(t, &Zone::Utc), 2);
+        assert_eq!(unit("MICROSECOND").extract_in(t, &Zone::Utc), 946_731);
+        assert_eq!(unit("DOW").extract_in(t, &Zone::Utc), 6);
+        let kolkata = parse_time_zone("+05:30").unwrap();
+        assert_eq!(unit("HOUR").extract_in(t, &kolkata), 18);
+        assert_eq!(unit("MINUTE").extract_in(t, &kolkata), 34);
+        assert!(ExtractUnit::parse("FORTNIGHT").is_none());
     }
 
     #[test]

@@ -59,24 +59,30 @@
 //! `timestamp(expr[, pattern])`, `timestamp_parse(expr[, pattern[, timezone]])`,
 //! `timestamp_floor(expr, period[, origin[, timezone]])`, `timestamp_ceil(...)`,
 //! `timestamp_shift(expr, period, step[, timezone])`, `timestamp_extract(expr, unit[, timezone])`,
-//! `timestamp_format(expr[, pattern[, timezone]])`. Patterns are Joda-Time patterns
-//! ([`crate::timestamp::JodaFormat`]) and, like the `timestamp_extract` unit, must be literals.
+//! `timestamp_format(expr[, pattern[, timezone]])`. Patterns are Joda-Time patterns (the
+//! letters [`crate::timestamp`] accepts, implemented by [`dolmen_common::joda::JodaFormat`]) and,
+//! like the `timestamp_extract` unit, must be literals. Time zones are ids such as
+//! `America/Los_Angeles` or fixed offsets such as `+05:30` ([`dolmen_common::zone::Zone`]).
 //! `timestamp`/`timestamp_parse` pass long inputs through unchanged and return null for
-//! unparseable strings. Compound periods mixing years/months with other fields are not supported
-//! by `timestamp_floor` (null).
+//! unparseable strings (and for local times inside a daylight-saving gap, as Joda's parser).
+//! Floors, ceilings and shifts are Druid's period arithmetic ([`dolmen_common::period`]), the
+//! units of `timestamp_extract` Druid's ([`dolmen_common::time::ExtractUnit`]).
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::fmt;
 
-use chrono::{Datelike, Timelike};
+use dolmen_common::joda::JodaFormat;
+use dolmen_common::period::{Period, PeriodBucketer};
+use dolmen_common::time::{ExtractUnit, format_iso_in_zone, parse_iso_in_zone};
+use dolmen_common::zone::Zone;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::input::InputRow;
-use crate::timestamp::{JodaFormat, Zone};
+use crate::timestamp::compile_pattern;
 
 /// Maximum nesting depth accepted by the parser (guards the stack against hostile input).
 const MAX_DEPTH: usize = 128;
@@ -434,54 +440,6 @@ enum CastType {
     String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TimeUnitField {
-    Epoch,
-    Microsecond,
-    Millisecond,
-    Second,
-    Minute,
-    Hour,
-    Day,
-    Dow,
-    IsoDow,
-    Doy,
-    Week,
-    Month,
-    Quarter,
-    Year,
-    IsoYear,
-    Decade,
-    Century,
-    Millennium,
-}
-
-impl TimeUnitField {
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s.to_ascii_uppercase().as_str() {
-            "EPOCH" => Self::Epoch,
-            "MICROSECOND" => Self::Microsecond,
-            "MILLISECOND" => Self::Millisecond,
-            "SECOND" => Self::Second,
-            "MINUTE" => Self::Minute,
-            "HOUR" => Self::Hour,
-            "DAY" => Self::Day,
-            "DOW" => Self::Dow,
-            "ISODOW" => Self::IsoDow,
-            "DOY" => Self::Doy,
-            "WEEK" => Self::Week,
-            "MONTH" => Self::Month,
-            "QUARTER" => Self::Quarter,
-            "YEAR" => Self::Year,
-            "ISOYEAR" => Self::IsoYear,
-            "DECADE" => Self::Decade,
-            "CENTURY" => Self::Century,
-            "MILLENNIUM" => Self::Millennium,
-            _ => return None,
-        })
-    }
-}
-
 #[derive(Debug, Clone)]
 enum Func {
     Concat,
@@ -531,7 +489,7 @@ enum Func {
     TimestampFloor,
     TimestampCeil,
     TimestampShift,
-    TimestampExtract(TimeUnitField, Zone),
+    TimestampExtract(ExtractUnit, Zone),
     TimestampFormat(Option<JodaFormat>, Zone),
 }
 
@@ -1047,7 +1005,7 @@ fn build_call(src: &str, raw_name: &str, args: Vec<Node>, pos: usize) -> Result<
     let zone_arg = |i: usize| -> Result<Zone, ExprError> {
         match literal_arg(i, "the time zone")? {
             None => Ok(Zone::Utc),
-            Some(z) => Zone::parse(&z).ok_or_else(|| {
+            Some(z) => Zone::parse(&z).map_err(|_| {
                 err(
                     src,
                     &format!("function [{name}] has an unknown time zone [{z}]"),
@@ -1056,11 +1014,11 @@ fn build_call(src: &str, raw_name: &str, args: Vec<Node>, pos: usize) -> Result<
             }),
         }
     };
-    let joda_arg = |i: usize, zone: Zone| -> Result<Option<JodaFormat>, ExprError> {
+    let joda_arg = |i: usize| -> Result<Option<JodaFormat>, ExprError> {
         match literal_arg(i, "the pattern")? {
             None => Ok(None),
-            Some(p) => JodaFormat::new(&p)
-                .map(|f| Some(f.with_zone(zone)))
+            Some(p) => compile_pattern(&p)
+                .map(Some)
                 .map_err(|e| err(src, &format!("function [{name}]: {e}"), pos)),
         }
     };
@@ -1251,17 +1209,16 @@ fn build_call(src: &str, raw_name: &str, args: Vec<Node>, pos: usize) -> Result<
         }
         "timestamp" => {
             check(n == 1 || n == 2, "1 or 2 arguments")?;
-            Func::TimestampParse(joda_arg(1, Zone::Utc)?, Zone::Utc)
+            Func::TimestampParse(joda_arg(1)?, Zone::Utc)
         }
         "timestamp_parse" => {
             check((1..=3).contains(&n), "1 to 3 arguments")?;
-            let zone = zone_arg(2)?;
-            Func::TimestampParse(joda_arg(1, zone)?, zone)
+            Func::TimestampParse(joda_arg(1)?, zone_arg(2)?)
         }
         "timestamp_floor" | "timestamp_ceil" => {
             check((2..=4).contains(&n), "2 to 4 arguments")?;
             if let Some(Some(p)) = args.get(1).and_then(literal_str)
-                && Period::parse(p).is_none()
+                && Period::parse(p).is_err()
             {
                 return Err(err(
                     src,
@@ -1278,7 +1235,7 @@ fn build_call(src: &str, raw_name: &str, args: Vec<Node>, pos: usize) -> Result<
         "timestamp_shift" => {
             check(n == 3 || n == 4, "3 or 4 arguments")?;
             if let Some(Some(p)) = args.get(1).and_then(literal_str)
-                && Period::parse(p).is_none()
+                && Period::parse(p).is_err()
             {
                 return Err(err(
                     src,
@@ -1291,7 +1248,7 @@ fn build_call(src: &str, raw_name: &str, args: Vec<Node>, pos: usize) -> Result<
         "timestamp_extract" => {
             check(n == 2 || n == 3, "2 or 3 arguments")?;
             let unit = literal_arg(1, "the unit")?.unwrap_or_default();
-            let unit = TimeUnitField::parse(&unit).ok_or_else(|| {
+            let unit = ExtractUnit::parse(&unit).ok_or_else(|| {
                 err(
                     src,
                     &format!("function [timestamp_extract] has an unknown unit [{unit}]"),
@@ -1302,8 +1259,7 @@ fn build_call(src: &str, raw_name: &str, args: Vec<Node>, pos: usize) -> Result<
         }
         "timestamp_format" => {
             check((1..=3).contains(&n), "1 to 3 arguments")?;
-            let zone = zone_arg(2)?;
-            Func::TimestampFormat(joda_arg(1, zone)?, zone)
+            Func::TimestampFormat(joda_arg(1)?, zone_arg(2)?)
         }
         _ => {
             return Err(err(
@@ -1860,8 +1816,8 @@ fn call<B: Bindings + ?Sized>(func: &Func, args: &[Node], b: &B) -> ExprValue {
                 V::Double(d) => V::Long(d as i64),
                 V::String(s) => {
                     let parsed = match pattern {
-                        Some(f) => f.parse(&s).ok(),
-                        None => parse_iso_in_zone(&s, *zone),
+                        Some(f) => f.parse_opt(&s, zone),
+                        None => parse_iso_in_zone(&s, zone).ok(),
                     };
                     parsed.map_or(V::Null, V::Long)
                 }
@@ -1871,7 +1827,7 @@ fn call<B: Bindings + ?Sized>(func: &Func, args: &[Node], b: &B) -> ExprValue {
             let Some(t) = long_arg(args, 0, b) else {
                 return V::Null;
             };
-            let Some(period) = str_arg(args, 1, b).and_then(|p| Period::parse(&p)) else {
+            let Some(period) = str_arg(args, 1, b).and_then(|p| Period::parse(&p).ok()) else {
                 return V::Null;
             };
             let origin = if args.len() > 2 {
@@ -1882,18 +1838,20 @@ fn call<B: Bindings + ?Sized>(func: &Func, args: &[Node], b: &B) -> ExprValue {
             let Some(zone) = dyn_zone(args, 3, b) else {
                 return V::Null;
             };
-            let floored = period.floor(t, origin, zone);
-            match (func, floored) {
-                (Func::TimestampFloor, Some(f)) => V::Long(f),
-                (_, Some(f)) if f == t => V::Long(t),
-                (_, Some(f)) => period.add(f, 1, zone).map_or(V::Null, V::Long),
-                (_, None) => V::Null,
-            }
+            let Ok(bucketer) = PeriodBucketer::new(period, origin, zone) else {
+                return V::Null;
+            };
+            let out = if matches!(func, Func::TimestampFloor) {
+                bucketer.floor(t)
+            } else {
+                bucketer.ceil(t)
+            };
+            out.map_or(V::Null, V::Long)
         }
         Func::TimestampShift => {
             let (Some(t), Some(period), Some(step)) = (
                 long_arg(args, 0, b),
-                str_arg(args, 1, b).and_then(|p| Period::parse(&p)),
+                str_arg(args, 1, b).and_then(|p| Period::parse(&p).ok()),
                 long_arg(args, 2, b),
             ) else {
                 return V::Null;
@@ -1901,21 +1859,25 @@ fn call<B: Bindings + ?Sized>(func: &Func, args: &[Node], b: &B) -> ExprValue {
             let Some(zone) = dyn_zone(args, 3, b) else {
                 return V::Null;
             };
-            period.add(t, step, zone).map_or(V::Null, V::Long)
+            period
+                .checked_add_to(t, step, &zone)
+                .map_or(V::Null, V::Long)
         }
         Func::TimestampExtract(unit, zone) => {
             let Some(t) = long_arg(args, 0, b) else {
                 return V::Null;
             };
-            extract(t, *unit, *zone).map_or(V::Null, V::Long)
+            V::Long(unit.extract_in(t, zone))
         }
         Func::TimestampFormat(pattern, zone) => {
             let Some(t) = long_arg(args, 0, b) else {
                 return V::Null;
             };
             V::String(match pattern {
-                Some(f) => f.format(t),
-                None => format_iso_in_zone(t, *zone),
+                Some(f) => f.format(t, zone),
+                // Beyond the calendar range the value prints as its millis.
+                None if zone.to_local_datetime(t).is_none() => t.to_string(),
+                None => format_iso_in_zone(t, zone),
             })
         }
     }
@@ -1927,7 +1889,7 @@ fn dyn_zone<B: Bindings + ?Sized>(args: &[Node], i: usize, b: &B) -> Option<Zone
         None => Some(Zone::Utc),
         Some(a) => match eval(a, b).as_str() {
             None => Some(Zone::Utc),
-            Some(z) => Zone::parse(&z),
+            Some(z) => Zone::parse(&z).ok(),
         },
     }
 }
@@ -2003,286 +1965,6 @@ fn round_double(d: f64, scale: i32) -> f64 {
     let e = exp + 1 + carry_exp - kept.len() as i32;
     let v: f64 = format!("{s}e{e}").parse().unwrap_or(d.abs());
     v.copysign(d)
-}
-
-fn parse_iso_in_zone(s: &str, zone: Zone) -> Option<i64> {
-    let t = crate::timestamp::parse_iso(s).ok()?;
-    if zone == Zone::Utc || has_explicit_zone(s) {
-        Some(t)
-    } else {
-        zone.local_to_utc(t)
-    }
-}
-
-/// Whether an ISO string carries `Z` or an offset after its time part.
-fn has_explicit_zone(s: &str) -> bool {
-    let s = s.trim();
-    let time_start = s.find(['T', 't', ' ']).map(|i| i + 1);
-    match time_start {
-        Some(i) => s[i..].contains(['Z', 'z', '+', '-']),
-        None => false,
-    }
-}
-
-fn format_iso_in_zone(t: i64, zone: Zone) -> String {
-    let local = zone.to_local(t);
-    let Some(dt) = chrono::DateTime::from_timestamp_millis(local) else {
-        return t.to_string();
-    };
-    let base = dt.format("%Y-%m-%dT%H:%M:%S%.3f").to_string();
-    let off = zone.offset_secs(t);
-    if off == 0 {
-        format!("{base}Z")
-    } else {
-        let sign = if off < 0 { '-' } else { '+' };
-        let a = off.unsigned_abs();
-        format!("{base}{sign}{:02}:{:02}", a / 3600, (a % 3600) / 60)
-    }
-}
-
-fn extract(t: i64, unit: TimeUnitField, zone: Zone) -> Option<i64> {
-    use TimeUnitField as U;
-    if unit == U::Epoch {
-        return Some(t / 1000);
-    }
-    let dt = chrono::DateTime::from_timestamp_millis(zone.to_local(t))?.naive_utc();
-    let year = i64::from(dt.year());
-    Some(match unit {
-        U::Epoch => t / 1000,
-        U::Microsecond => i64::from(dt.nanosecond() / 1_000_000) * 1000,
-        U::Millisecond => i64::from(dt.nanosecond() / 1_000_000),
-        U::Second => i64::from(dt.second()),
-        U::Minute => i64::from(dt.minute()),
-        U::Hour => i64::from(dt.hour()),
-        U::Day => i64::from(dt.day()),
-        U::Dow | U::IsoDow => i64::from(dt.weekday().number_from_monday()),
-        U::Doy => i64::from(dt.ordinal()),
-        U::Week => i64::from(dt.iso_week().week()),
-        U::Month => i64::from(dt.month()),
-        U::Quarter => i64::from((dt.month() - 1) / 3 + 1),
-        U::Year => year,
-        U::IsoYear => i64::from(dt.iso_week().year()),
-        U::Decade => year / 10,
-        U::Century => year / 100 + 1,
-        U::Millennium => (year + 999).div_euclid(1000),
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// ISO 8601 periods
-// ---------------------------------------------------------------------------------------------
-
-/// An ISO 8601 period (`P1Y2M3W4DT5H6M7.5S`), with calendar arithmetic in a time zone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Period {
-    years: i64,
-    months: i64,
-    weeks: i64,
-    days: i64,
-    hours: i64,
-    minutes: i64,
-    seconds: i64,
-    millis: i64,
-}
-
-const MS_SECOND: i64 = 1000;
-const MS_MINUTE: i64 = 60 * MS_SECOND;
-const MS_HOUR: i64 = 60 * MS_MINUTE;
-const MS_DAY: i64 = 24 * MS_HOUR;
-const MS_WEEK: i64 = 7 * MS_DAY;
-
-impl Period {
-    /// Parses an ISO 8601 period; `None` if malformed or empty (`P`).
-    pub(crate) fn parse(s: &str) -> Option<Period> {
-        let s = s.trim();
-        let rest = s.strip_prefix('P').or_else(|| s.strip_prefix('p'))?;
-        let mut p = Period::default();
-        let mut in_time = false;
-        let mut any = false;
-        let mut num = String::new();
-        for c in rest.chars() {
-            match c {
-                'T' | 't' if num.is_empty() && !in_time => in_time = true,
-                '0'..='9' | '-' | '.' | ',' => num.push(if c == ',' { '.' } else { c }),
-                _ => {
-                    if num.is_empty() {
-                        return None;
-                    }
-                    let unit = c.to_ascii_uppercase();
-                    if unit == 'S' && in_time && num.contains('.') {
-                        let f: f64 = num.parse().ok()?;
-                        if !f.is_finite() || f.abs() > 1e15 {
-                            return None;
-                        }
-                        let whole = f.trunc();
-                        p.seconds = whole as i64;
-                        p.millis = ((f - whole) * 1000.0).round() as i64;
-                    } else {
-                        let v: i64 = num.parse().ok()?;
-                        match (in_time, unit) {
-                            (false, 'Y') => p.years = v,
-                            (false, 'M') => p.months = v,
-                            (false, 'W') => p.weeks = v,
-                            (false, 'D') => p.days = v,
-                            (true, 'H') => p.hours = v,
-                            (true, 'M') => p.minutes = v,
-                            (true, 'S') => p.seconds = v,
-                            _ => return None,
-                        }
-                    }
-                    any = true;
-                    num.clear();
-                }
-            }
-        }
-        if !num.is_empty() || !any {
-            return None;
-        }
-        Some(p)
-    }
-
-    fn fields(&self) -> [i64; 8] {
-        [
-            self.years,
-            self.months,
-            self.weeks,
-            self.days,
-            self.hours,
-            self.minutes,
-            self.seconds,
-            self.millis,
-        ]
-    }
-
-    /// Length in millis for periods without years/months (fixed-length in local time).
-    fn fixed_millis(&self) -> Option<i64> {
-        if self.years != 0 || self.months != 0 {
-            return None;
-        }
-        let parts = [
-            self.weeks.checked_mul(MS_WEEK)?,
-            self.days.checked_mul(MS_DAY)?,
-            self.hours.checked_mul(MS_HOUR)?,
-            self.minutes.checked_mul(MS_MINUTE)?,
-            self.seconds.checked_mul(MS_SECOND)?,
-            self.millis,
-        ];
-        parts.iter().try_fold(0i64, |acc, p| acc.checked_add(*p))
-    }
-
-    /// Adds `step` times this period to the UTC instant `t`, using wall-clock arithmetic in `zone`.
-    pub(crate) fn add(&self, t: i64, step: i64, zone: Zone) -> Option<i64> {
-        let local = zone.to_local(t);
-        let months = self
-            .years
-            .checked_mul(12)?
-            .checked_add(self.months)?
-            .checked_mul(step)?;
-        let mut dt = chrono::DateTime::from_timestamp_millis(local)?.naive_utc();
-        if months != 0 {
-            let m = chrono::Months::new(u32::try_from(months.unsigned_abs()).ok()?);
-            dt = if months > 0 {
-                dt.checked_add_months(m)?
-            } else {
-                dt.checked_sub_months(m)?
-            };
-        }
-        let rest = Period {
-            years: 0,
-            months: 0,
-            ..*self
-        }
-        .fixed_millis()?
-        .checked_mul(step)?;
-        let local = dt.and_utc().timestamp_millis().checked_add(rest)?;
-        zone.local_to_utc(local)
-    }
-
-    /// Druid `PeriodGranularity.bucketStart`: the start of the bucket containing UTC instant `t`.
-    pub(crate) fn floor(&self, t: i64, origin: Option<i64>, zone: Zone) -> Option<i64> {
-        let local = zone.to_local(t);
-        let has_origin = origin.is_some();
-        let o = origin.map_or(0, |o| zone.to_local(o));
-        let fields = self.fields();
-        if fields.iter().any(|f| *f < 0) {
-            return None;
-        }
-        let nonzero = fields.iter().filter(|f| **f != 0).count();
-        let floored = if nonzero == 0 {
-            return None;
-        } else if nonzero > 1 {
-            let len = self.fixed_millis()?;
-            local.checked_sub(local.checked_sub(o)?.rem_euclid(len))?
-        } else if self.years > 0 || self.months > 0 {
-            let n = if self.years > 0 {
-                self.years.checked_mul(12)?
-            } else {
-                self.months
-            };
-            let dt = chrono::DateTime::from_timestamp_millis(local)?.naive_utc();
-            if n == 12 && !has_origin {
-                start_of_day(chrono::NaiveDate::from_ymd_opt(dt.year(), 1, 1)?)
-            } else if n == 1 && !has_origin {
-                start_of_day(chrono::NaiveDate::from_ymd_opt(dt.year(), dt.month(), 1)?)
-            } else {
-                floor_months(local, o, n)?
-            }
-        } else {
-            let len = self.fixed_millis()?;
-            if self.weeks == 1 && !has_origin {
-                let day = local.div_euclid(MS_DAY);
-                // 1970-01-01 was a Thursday: Monday-based weekday index is (day + 3) mod 7.
-                (day - (day + 3).rem_euclid(7)).checked_mul(MS_DAY)?
-            } else {
-                local.checked_sub(local.checked_sub(o)?.rem_euclid(len))?
-            }
-        };
-        zone.local_to_utc(floored)
-    }
-}
-
-fn start_of_day(d: chrono::NaiveDate) -> i64 {
-    d.and_time(chrono::NaiveTime::MIN)
-        .and_utc()
-        .timestamp_millis()
-}
-
-fn add_months_local(t: i64, months: i64) -> Option<i64> {
-    let dt = chrono::DateTime::from_timestamp_millis(t)?.naive_utc();
-    let m = chrono::Months::new(u32::try_from(months.unsigned_abs()).ok()?);
-    let r = if months >= 0 {
-        dt.checked_add_months(m)?
-    } else {
-        dt.checked_sub_months(m)?
-    };
-    Some(r.and_utc().timestamp_millis())
-}
-
-/// Largest `origin + k·n months` (k integer) that is `<= t`, all in local millis.
-fn floor_months(t: i64, origin: i64, n: i64) -> Option<i64> {
-    if n <= 0 {
-        return None;
-    }
-    let td = chrono::DateTime::from_timestamp_millis(t)?.naive_utc();
-    let od = chrono::DateTime::from_timestamp_millis(origin)?.naive_utc();
-    let mut k = (i64::from(td.year()) - i64::from(od.year())) * 12 + i64::from(td.month0())
-        - i64::from(od.month0());
-    for _ in 0..3 {
-        if add_months_local(origin, k)? > t {
-            k -= 1;
-        } else {
-            break;
-        }
-    }
-    for _ in 0..3 {
-        if add_months_local(origin, k + 1)? <= t {
-            k += 1;
-        } else {
-            break;
-        }
-    }
-    let k = k - k.rem_euclid(n);
-    add_months_local(origin, k)
 }
 
 #[cfg(test)]
@@ -2694,43 +2376,6 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&ts[0]).unwrap(),
             json!({"type": "expression", "name": "animal", "expression": "concat('super-', animal)"})
-        );
-    }
-
-    #[test]
-    fn periods() {
-        assert_eq!(
-            Period::parse("P1Y2M3W4DT5H6M7.5S"),
-            Some(Period {
-                years: 1,
-                months: 2,
-                weeks: 3,
-                days: 4,
-                hours: 5,
-                minutes: 6,
-                seconds: 7,
-                millis: 500
-            })
-        );
-        for bad in ["", "P", "1D", "PT", "P1H", "PT1D", "P1", "PXD"] {
-            assert_eq!(Period::parse(bad), None, "{bad}");
-        }
-        let p = Period::parse("P1M").unwrap();
-        // Jan 31 + 1 month clamps to Feb 28.
-        assert_eq!(
-            p.add(ts("2015-01-31"), 1, Zone::Utc),
-            Some(ts("2015-02-28"))
-        );
-        // Floors before the epoch round down.
-        assert_eq!(
-            Period::parse("P1D").unwrap().floor(-1, None, Zone::Utc),
-            Some(-MS_DAY)
-        );
-        assert_eq!(
-            Period::parse("P2M")
-                .unwrap()
-                .floor(ts("1969-12-15"), None, Zone::Utc),
-            Some(ts("1969-11-01"))
         );
     }
 }

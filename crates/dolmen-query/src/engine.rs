@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use chrono_tz::Tz;
 use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use dolmen_common::time::{parse_iso_instant, parse_time_zone};
+use dolmen_common::zone::Zone;
 use dolmen_storage::{SegmentCache, SegmentView};
 use serde::Deserialize;
 use serde_json::Value;
@@ -184,7 +184,7 @@ pub struct QueryResult {
     /// The result rows.
     pub stream: SendableRecordBatchStream,
     /// Time zone for rendering TIMESTAMP values (`sqlTimeZone`).
-    pub time_zone: Tz,
+    pub time_zone: Zone,
 }
 
 impl std::fmt::Debug for QueryResult {
@@ -227,7 +227,7 @@ impl QueryEngine {
     pub async fn plan(
         &self,
         q: &SqlQuery,
-        time_zone: Tz,
+        time_zone: Zone,
     ) -> Result<(SessionContext, LogicalPlan), QueryError> {
         if q.query.trim().is_empty() {
             return Err(QueryError::InvalidInput("Empty query".into()));
@@ -260,7 +260,7 @@ impl QueryEngine {
         let time_zone = match q.context_str("sqlTimeZone") {
             Some(tz) => parse_time_zone(&tz)
                 .map_err(|e| QueryError::InvalidInput(format!("context.sqlTimeZone: {e}")))?,
-            None => Tz::UTC,
+            None => Zone::Utc,
         };
         let (ctx, plan) = self.plan(q, time_zone).await?;
         let df = ctx

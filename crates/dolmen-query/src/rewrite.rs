@@ -31,7 +31,6 @@
 
 use std::ops::ControlFlow;
 
-use chrono_tz::Tz;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::{SQLOptions, SessionState};
@@ -44,26 +43,27 @@ use datafusion::sql::sqlparser::ast::{
     Statement, TimezoneInfo, Value, visit_expressions_mut,
 };
 
-use crate::functions::joda::parse_iso_in_zone;
+use dolmen_common::time::parse_iso_in_zone;
+use dolmen_common::zone::Zone;
 
 /// Options for [`rewrite_statement_with`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RewriteOptions {
     /// Druid's `sqlTimeZone` context parameter. `None` or UTC leaves time zones at UTC (the
     /// functions' default); any other zone is applied as described in the module docs.
-    pub time_zone: Option<Tz>,
+    pub time_zone: Option<Zone>,
 }
 
 impl RewriteOptions {
     /// Options applying `sqlTimeZone` = `tz`.
-    pub fn with_time_zone(tz: Tz) -> Self {
+    pub fn with_time_zone(tz: Zone) -> Self {
         RewriteOptions {
             time_zone: Some(tz),
         }
     }
 
-    fn zone(&self) -> Option<&Tz> {
-        self.time_zone.as_ref().filter(|tz| **tz != Tz::UTC)
+    fn zone(&self) -> Option<&Zone> {
+        self.time_zone.as_ref().filter(|tz| !tz.is_utc())
     }
 }
 
@@ -386,12 +386,12 @@ fn zone_position(name: &str) -> Option<usize> {
     })
 }
 
-fn with_zone(mut args: Vec<Expr>, pos: usize, tz: Option<&Tz>) -> Vec<Expr> {
+fn with_zone(mut args: Vec<Expr>, pos: usize, tz: Option<&Zone>) -> Vec<Expr> {
     if let Some(tz) = tz {
         while args.len() < pos {
             args.push(null_lit());
         }
-        args.push(string_lit(tz.name()));
+        args.push(string_lit(&tz.id()));
     }
     args
 }
@@ -448,7 +448,7 @@ fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
                 SqlDataType::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone),
             ) = (tz, &ts.data_type)
                 && let Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) = &ts.value.value
-                && let Some(ms) = parse_iso_in_zone(s, tz)
+                && let Ok(ms) = parse_iso_in_zone(s, tz)
             {
                 *expr = function_call("millis_to_timestamp", vec![number_lit(ms)]);
             }
@@ -552,7 +552,7 @@ fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
                         let mut args = args;
                         if args.len() > pos {
                             if is_null_lit(&args[pos]) {
-                                args[pos] = string_lit(tz.name());
+                                args[pos] = string_lit(&tz.id());
                             } else {
                                 return Ok(());
                             }

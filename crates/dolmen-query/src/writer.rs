@@ -45,11 +45,8 @@ use arrow::datatypes::{
     TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use arrow::error::ArrowError;
-use chrono::NaiveDate;
-use chrono_tz::Tz;
-
-use crate::functions::joda::push_iso_millis;
-use crate::functions::period::local_to_utc;
+use dolmen_common::time::push_iso_millis;
+use dolmen_common::zone::Zone;
 
 /// A `resultFormat` of the SQL API (`sql/src/main/java/org/apache/druid/sql/http/ResultFormat.java`).
 ///
@@ -230,7 +227,7 @@ pub struct ResultWriter {
     header: bool,
     types_header: bool,
     sql_types_header: bool,
-    tz: Tz,
+    tz: Zone,
     stringify_arrays: bool,
     /// `"name":` per column, JSON-escaped (object formats).
     keys: Vec<Vec<u8>>,
@@ -250,7 +247,7 @@ impl ResultWriter {
         header: bool,
         types_header: bool,
         sql_types_header: bool,
-        tz: Tz,
+        tz: Zone,
     ) -> Self {
         let keys = columns
             .iter()
@@ -719,7 +716,7 @@ fn normalize(arr: &ArrayRef) -> Result<ArrayRef, ArrowError> {
 
 #[derive(Debug, Clone, Copy)]
 struct RenderCtx {
-    tz: Tz,
+    tz: Zone,
     stringify_arrays: bool,
 }
 
@@ -929,19 +926,14 @@ impl<'a> Col<'a> {
 
 /// Appends the ISO text of local midnight of `days` since the epoch in `tz`, as Druid prints
 /// DATE values (`Calcites.calciteDateToJoda`).
-fn push_date(text: &mut String, days: i64, tz: &Tz) {
+fn push_date(text: &mut String, days: i64, tz: &Zone) {
     let ms = days.saturating_mul(86_400_000);
-    if *tz == Tz::UTC {
-        push_iso_millis(text, ms, tz);
-        return;
-    }
-    let local = NaiveDate::from_ymd_opt(1970, 1, 1)
-        .and_then(|d| d.checked_add_signed(chrono::Duration::try_days(days)?))
-        .and_then(|d| d.and_hms_opt(0, 0, 0));
-    match local.and_then(|l| local_to_utc(tz, l, None)) {
-        Some(utc) => push_iso_millis(text, utc, tz),
-        None => push_iso_millis(text, ms, tz),
-    }
+    let utc = if tz.is_utc() {
+        ms
+    } else {
+        tz.local_to_utc(ms).unwrap_or(ms)
+    };
+    push_iso_millis(text, utc, tz);
 }
 
 fn is_list(dt: &DataType) -> bool {
@@ -1168,7 +1160,7 @@ fn binary_json(out: &mut Vec<u8>, data: &[u8]) {
 pub fn render_value_json(
     array: &ArrayRef,
     row: usize,
-    tz: &Tz,
+    tz: &Zone,
     out: &mut Vec<u8>,
 ) -> Result<(), ArrowError> {
     let normalized = normalize(array)?;
@@ -1239,7 +1231,7 @@ mod tests {
             header,
             types,
             sql_types,
-            Tz::UTC,
+            Zone::Utc,
         );
         String::from_utf8(render_all(&mut w, &[b]).unwrap()).unwrap()
     }
@@ -1402,14 +1394,14 @@ mod tests {
             (ResultFormat::Csv, "\n"),
         ];
         for (f, want) in expect {
-            let mut w = ResultWriter::new(f, cols.clone(), false, false, false, Tz::UTC);
+            let mut w = ResultWriter::new(f, cols.clone(), false, false, false, Zone::Utc);
             assert_eq!(
                 String::from_utf8(render_all(&mut w, &[]).unwrap()).unwrap(),
                 want,
                 "{f}"
             );
         }
-        let mut w = ResultWriter::new(ResultFormat::Object, cols, true, false, false, Tz::UTC);
+        let mut w = ResultWriter::new(ResultFormat::Object, cols, true, false, false, Zone::Utc);
         assert_eq!(
             String::from_utf8(render_all(&mut w, &[]).unwrap()).unwrap(),
             "[{\"x\":null}]\n"
@@ -1438,7 +1430,7 @@ mod tests {
             true,
             false,
             false,
-            Tz::UTC,
+            Zone::Utc,
         );
         let got = String::from_utf8(render_all(&mut w, &[b]).unwrap()).unwrap();
         assert_eq!(
@@ -1464,7 +1456,7 @@ mod tests {
             true,
             false,
             false,
-            Tz::UTC,
+            Zone::Utc,
         );
         assert_eq!(
             String::from_utf8(render_all(&mut w, &[b]).unwrap()).unwrap(),
@@ -1546,12 +1538,12 @@ mod tests {
             false,
             false,
             false,
-            Tz::UTC,
+            Zone::Utc,
         )
         .with_stringify_arrays(false);
         let got = String::from_utf8(render_all(&mut w, std::slice::from_ref(&b)).unwrap()).unwrap();
         assert!(got.starts_with("[[\"2015-09-12T00:46:58.771Z\",\"2015-09-12T00:00:00.000Z\",1.0E7,0.5,true,[\"a\",null,\"b\\\"c\"],"), "{got}");
-        let mut w = ResultWriter::new(ResultFormat::Csv, cols, false, false, false, Tz::UTC);
+        let mut w = ResultWriter::new(ResultFormat::Csv, cols, false, false, false, Zone::Utc);
         let got = String::from_utf8(render_all(&mut w, &[b]).unwrap()).unwrap();
         assert_eq!(
             got,
@@ -1654,7 +1646,7 @@ mod tests {
     #[test]
     fn mismatched_batch_is_an_error() {
         let b = batch();
-        let mut w = ResultWriter::new(ResultFormat::Object, vec![], false, false, false, Tz::UTC);
+        let mut w = ResultWriter::new(ResultFormat::Object, vec![], false, false, false, Zone::Utc);
         assert!(w.write_batch(&b, &mut Vec::new()).is_err());
     }
 }

@@ -25,13 +25,19 @@
 //! `ts >= TIMESTAMP start AND ts < TIMESTAMP end`, so that table providers see a plain `__time`
 //! range filter they can prune segments with.
 //!
+//! The time logic itself is shared with ingestion and lives in `dolmen_common`: periods and
+//! bucketing in [`dolmen_common::period`], time zones (ids such as `America/Los_Angeles` and
+//! fixed offsets such as `+05:30`) in [`dolmen_common::zone`], Joda patterns in
+//! [`dolmen_common::joda`], ISO text, intervals and extract units in [`dolmen_common::time`].
+//! This module adapts it to Arrow arrays and DataFusion ([`period`] holds the vectorized
+//! `TIME_FLOOR`/`TIME_CEIL` kernels).
+//!
 //! Semantics follow Druid's expression macros (`TimestampFloorExprMacro`,
 //! `TimestampCeilExprMacro`, `TimestampShiftExprMacro`, `TimestampExtractExprMacro`,
 //! `TimestampParseExprMacro`, `TimestampFormatExprMacro`) including their quirks:
 //! `TIME_EXTRACT(.., 'MICROSECOND')` is epoch seconds / 1000, `DOW` is ISO (Monday = 1), and
 //! `CENTURY`/`MILLENNIUM` round up.
 
-pub mod joda;
 pub mod period;
 
 use std::sync::Arc;
@@ -41,7 +47,6 @@ use arrow::array::{
     StringBuilder,
 };
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type, TimeUnit, TimestampMillisecondType};
-use chrono_tz::Tz;
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
@@ -50,10 +55,12 @@ use datafusion::logical_expr::{
     Volatility,
 };
 use datafusion::prelude::SessionContext;
-use dolmen_common::time::{Period, parse_time_zone};
+use dolmen_common::joda::JodaFormat;
+use dolmen_common::period::{Period, PeriodBucketer, months_between};
+use dolmen_common::time::{Interval, parse_iso_in_zone, parse_time_zone, push_iso_millis};
+use dolmen_common::zone::Zone;
 
-use self::joda::{JodaFormat, civil_from_days, parse_iso_in_zone, push_iso_millis};
-use self::period::{PeriodBucketer, is_fixed_offset, offset_ms};
+pub use dolmen_common::time::ExtractUnit;
 
 /// The Arrow type of Druid SQL TIMESTAMP values: `Timestamp(Millisecond, None)` (UTC instants).
 pub const TIMESTAMP_TYPE: DataType = DataType::Timestamp(TimeUnit::Millisecond, None);
@@ -286,7 +293,8 @@ impl DruidTimeUdf {
                 JodaFormat::compile(s).map_err(|e| plan_error(format!("{f}: {e}")))?;
             }
             Param::IntervalText => {
-                parse_interval_in_zone(s, &Tz::UTC).map_err(|e| plan_error(format!("{f}: {e}")))?;
+                parse_interval_in_zone(s, &Zone::Utc)
+                    .map_err(|e| plan_error(format!("{f}: {e}")))?;
             }
             _ => {}
         }
@@ -414,9 +422,9 @@ impl ScalarUDFImpl for DruidTimeUdf {
                 let bucketer = PeriodBucketer::new(period, origin, tz)
                     .map_err(|e| exec_error(format!("{f}: {e}")))?;
                 let arr = if self.func == DruidTimeFunction::TimeFloor {
-                    bucketer.floor_array(&ts)
+                    period::floor_array(&bucketer, &ts)
                 } else {
-                    bucketer.ceil_array(&ts)
+                    period::ceil_array(&bucketer, &ts)
                 };
                 Arc::new(arr) as ArrayRef
             }
@@ -441,31 +449,13 @@ impl ScalarUDFImpl for DruidTimeUdf {
             }
             DruidTimeFunction::TimeParse => {
                 let text = args.args[0].to_array(n)?;
-                let pattern = match args.args.get(1) {
-                    Some(a) => const_str(f, "pattern", a)?,
-                    None => None,
-                };
-                let format = match &pattern {
-                    Some(p) => {
-                        Some(JodaFormat::compile(p).map_err(|e| exec_error(format!("{f}: {e}")))?)
-                    }
-                    None => None,
-                };
+                let format = pattern_arg(f, args.args.get(1))?;
                 let tz = zone_arg(f, args.args.get(2))?;
                 Arc::new(time_parse(&text, format.as_ref(), &tz)?) as ArrayRef
             }
             DruidTimeFunction::TimeFormat => {
                 let ts = ts_array(&args.args[0], n)?;
-                let pattern = match args.args.get(1) {
-                    Some(a) => const_str(f, "pattern", a)?,
-                    None => None,
-                };
-                let format = match &pattern {
-                    Some(p) => {
-                        Some(JodaFormat::compile(p).map_err(|e| exec_error(format!("{f}: {e}")))?)
-                    }
-                    None => None,
-                };
+                let format = pattern_arg(f, args.args.get(1))?;
                 let tz = zone_arg(f, args.args.get(2))?;
                 Arc::new(time_format(&ts, format.as_ref(), &tz)) as ArrayRef
             }
@@ -499,7 +489,7 @@ impl ScalarUDFImpl for DruidTimeUdf {
                     .iter()
                     .zip(right.iter())
                     .map(|(l, r)| match (l, r) {
-                        (Some(l), Some(r)) => period::months_between(r, l, &tz),
+                        (Some(l), Some(r)) => months_between(r, l, &tz),
                         _ => None,
                     })
                     .collect();
@@ -532,8 +522,8 @@ impl ScalarUDFImpl for DruidTimeUdf {
             _ => return Ok(ExprSimplifyResult::Original(args)),
         };
         let tz = match args.get(2) {
-            None => Tz::UTC,
-            Some(Expr::Literal(v, _)) if v.is_null() => Tz::UTC,
+            None => Zone::Utc,
+            Some(Expr::Literal(v, _)) if v.is_null() => Zone::Utc,
             Some(Expr::Literal(v, _)) => match scalar_str(v) {
                 Some(s) => parse_zone(f, Some(s)).map_err(|e| plan_error(e.to_string()))?,
                 None => return plan_err!("{f}: time zone must be a string literal, got {v}"),
@@ -662,18 +652,29 @@ fn const_ts(f: &str, arg: &ColumnarValue) -> Result<Option<i64>> {
     Ok(first)
 }
 
-fn parse_zone(f: &str, s: Option<&str>) -> Result<Tz> {
+/// The optional constant Joda pattern argument, compiled.
+fn pattern_arg(f: &str, arg: Option<&ColumnarValue>) -> Result<Option<JodaFormat>> {
+    let pattern = match arg {
+        Some(a) => const_str(f, "pattern", a)?,
+        None => None,
+    };
+    pattern
+        .map(|p| JodaFormat::compile(&p).map_err(|e| exec_error(format!("{f}: {e}"))))
+        .transpose()
+}
+
+fn parse_zone(f: &str, s: Option<&str>) -> Result<Zone> {
     match s {
-        None => Ok(Tz::UTC),
+        None => Ok(Zone::Utc),
         Some(s) => {
             parse_time_zone(s).map_err(|_| exec_error(format!("{f}: unknown time zone [{s}]")))
         }
     }
 }
 
-fn zone_arg(f: &str, arg: Option<&ColumnarValue>) -> Result<Tz> {
+fn zone_arg(f: &str, arg: Option<&ColumnarValue>) -> Result<Zone> {
     match arg {
-        None => Ok(Tz::UTC),
+        None => Ok(Zone::Utc),
         Some(a) => {
             let s = const_str(f, "time zone", a)?;
             parse_zone(f, s.as_deref())
@@ -681,43 +682,12 @@ fn zone_arg(f: &str, arg: Option<&ColumnarValue>) -> Result<Tz> {
     }
 }
 
-/// Parses an ISO 8601 interval `start/end`, `start/period` or `period/end` as Joda's
-/// `new Interval(text, ISOChronology.getInstance(tz))`: instants without an offset are local
-/// time in `tz`, periods are added in `tz`. Returns `(start, end)` in ms.
-///
-/// # Errors
-/// A message naming the text.
-pub fn parse_interval_in_zone(text: &str, tz: &Tz) -> std::result::Result<(i64, i64), String> {
-    let bad = |why: &str| format!("invalid ISO 8601 interval [{text}]{why}");
-    let (a, b) = text
-        .trim()
-        .split_once('/')
-        .ok_or_else(|| bad(": expected start/end"))?;
-    let is_period = |x: &str| x.starts_with(['P', 'p']);
-    let instant =
-        |x: &str| parse_iso_in_zone(x, tz).ok_or_else(|| bad(&format!(": bad instant [{x}]")));
-    let parse_period = |x: &str| Period::parse(x).map_err(|e| bad(&format!(": {e}")));
-    let (start, end) = if is_period(a) {
-        let end = instant(b)?;
-        (
-            period::add_period(&parse_period(a)?, end, -1, tz)
-                .ok_or_else(|| bad(": out of range"))?,
-            end,
-        )
-    } else if is_period(b) {
-        let start = instant(a)?;
-        (
-            start,
-            period::add_period(&parse_period(b)?, start, 1, tz)
-                .ok_or_else(|| bad(": out of range"))?,
-        )
-    } else {
-        (instant(a)?, instant(b)?)
-    };
-    if end < start {
-        return Err(bad(": end is before start"));
-    }
-    Ok((start, end))
+/// Parses a `TIME_IN_INTERVAL` interval in `tz` ([`Interval::parse_in_zone`]) into
+/// `(start, end)` ms.
+fn parse_interval_in_zone(text: &str, tz: &Zone) -> std::result::Result<(i64, i64), String> {
+    Interval::parse_in_zone(text, tz)
+        .map(|i| (i.start, i.end))
+        .map_err(|e| e.to_string())
 }
 
 fn time_shift(
@@ -725,12 +695,12 @@ fn time_shift(
     period: &Period,
     step: &ColumnarValue,
     n: usize,
-    tz: &Tz,
+    tz: &Zone,
 ) -> Result<PrimitiveArray<TimestampMillisecondType>> {
     // Hours and below are durations in every zone; days and weeks too in fixed-offset zones.
     let fixed_len =
-        if period.is_fixed() || (period.years == 0 && period.months == 0 && is_fixed_offset(tz)) {
-            match period::checked_fixed_millis(period) {
+        if period.is_fixed() || (period.years == 0 && period.months == 0 && tz.is_fixed_offset()) {
+            match period.checked_fixed_millis() {
                 Some(len) => Some(len),
                 None => return exec_err!("TIME_SHIFT: period [{period}] is too long"),
             }
@@ -740,7 +710,7 @@ fn time_shift(
     let shift = |t: i64, k: i64| -> Option<i64> {
         match fixed_len {
             Some(len) => Some(t.wrapping_add(k.wrapping_mul(len))),
-            None => period::add_period(period, t, k, tz),
+            None => period.checked_add_to(t, k, tz),
         }
     };
     match step {
@@ -758,7 +728,7 @@ fn time_shift(
                     let d = k.wrapping_mul(len);
                     ts.unary(|t| t.wrapping_add(d))
                 }
-                None => ts.unary_opt(|t| period::add_period(period, t, k, tz)),
+                None => ts.unary_opt(|t| period.checked_add_to(t, k, tz)),
             })
         }
         ColumnarValue::Array(_) => {
@@ -776,156 +746,22 @@ fn time_shift(
     }
 }
 
-/// A `TIME_EXTRACT` unit (`TimestampExtractExprMacro.Unit`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExtractUnit {
-    /// Seconds since the epoch.
-    Epoch,
-    /// Druid computes this as epoch seconds / 1000 (sic).
-    Microsecond,
-    /// Millisecond of second.
-    Millisecond,
-    /// Second of minute.
-    Second,
-    /// Minute of hour.
-    Minute,
-    /// Hour of day.
-    Hour,
-    /// Day of month.
-    Day,
-    /// Day of week, ISO (Monday = 1 .. Sunday = 7), as Druid.
-    Dow,
-    /// Day of week, ISO.
-    Isodow,
-    /// Day of year.
-    Doy,
-    /// ISO week of week year.
-    Week,
-    /// Month of year.
-    Month,
-    /// Quarter of year.
-    Quarter,
-    /// Year.
-    Year,
-    /// ISO week year.
-    Isoyear,
-    /// Year / 10.
-    Decade,
-    /// ceil(year / 100).
-    Century,
-    /// ceil(year / 1000).
-    Millennium,
-}
-
-impl ExtractUnit {
-    /// Parses a unit name, case-insensitively.
-    pub fn parse(s: &str) -> Option<ExtractUnit> {
-        use ExtractUnit::*;
-        Some(match s.trim().to_ascii_uppercase().as_str() {
-            "EPOCH" => Epoch,
-            "MICROSECOND" => Microsecond,
-            "MILLISECOND" => Millisecond,
-            "SECOND" => Second,
-            "MINUTE" => Minute,
-            "HOUR" => Hour,
-            "DAY" => Day,
-            "DOW" => Dow,
-            "ISODOW" => Isodow,
-            "DOY" => Doy,
-            "WEEK" => Week,
-            "MONTH" => Month,
-            "QUARTER" => Quarter,
-            "YEAR" => Year,
-            "ISOYEAR" => Isoyear,
-            "DECADE" => Decade,
-            "CENTURY" => Century,
-            "MILLENNIUM" => Millennium,
-            _ => return None,
-        })
-    }
-
-    /// The unit's value for UTC instant `utc` whose local wall-clock time (as epoch ms) is
-    /// `local`.
-    #[inline]
-    pub fn extract(self, utc: i64, local: i64) -> i64 {
-        use ExtractUnit::*;
-        let days = local.div_euclid(86_400_000);
-        let msd = local.rem_euclid(86_400_000);
-        match self {
-            Epoch => utc / 1000,
-            Microsecond => utc / 1000 / 1000,
-            Millisecond => msd % 1000,
-            Second => msd / 1000 % 60,
-            Minute => msd / 60_000 % 60,
-            Hour => msd / 3_600_000,
-            Dow | Isodow => (days + 3).rem_euclid(7) + 1,
-            _ => {
-                let (y, m, d) = civil_from_days(days);
-                match self {
-                    Day => i64::from(d),
-                    Month => i64::from(m),
-                    Quarter => (i64::from(m) - 1) / 3 + 1,
-                    Year => y,
-                    Decade => y / 10,
-                    Century => ceil_div(y, 100),
-                    Millennium => ceil_div(y, 1000),
-                    Doy => days - days_from_civil(y, 1, 1) + 1,
-                    Week | Isoyear => {
-                        let date = i32::try_from(y)
-                            .ok()
-                            .and_then(|y| chrono::NaiveDate::from_ymd_opt(y, m, d));
-                        match date {
-                            Some(date) => {
-                                use chrono::Datelike;
-                                let w = date.iso_week();
-                                if self == Week {
-                                    i64::from(w.week())
-                                } else {
-                                    i64::from(w.year())
-                                }
-                            }
-                            None => 0,
-                        }
-                    }
-                    _ => 0,
-                }
-            }
-        }
-    }
-}
-
-fn ceil_div(a: i64, b: i64) -> i64 {
-    let q = a.div_euclid(b);
-    if a.rem_euclid(b) == 0 { q } else { q + 1 }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 fn time_extract(
     ts: &PrimitiveArray<TimestampMillisecondType>,
     unit: ExtractUnit,
-    tz: &Tz,
+    tz: &Zone,
 ) -> Int64Array {
-    if *tz == Tz::UTC {
+    if tz.is_utc() {
         ts.unary(|t| unit.extract(t, t))
     } else {
-        ts.unary(|t| unit.extract(t, t.wrapping_add(offset_ms(tz, t))))
+        ts.unary(|t| unit.extract_in(t, tz))
     }
 }
 
 fn time_parse(
     text: &ArrayRef,
     format: Option<&JodaFormat>,
-    tz: &Tz,
+    tz: &Zone,
 ) -> Result<PrimitiveArray<TimestampMillisecondType>> {
     let text = if is_string(text.data_type()) {
         Arc::clone(text)
@@ -935,8 +771,8 @@ fn time_parse(
     let mut out = PrimitiveBuilder::<TimestampMillisecondType>::with_capacity(text.len());
     let mut parse_one = |v: Option<&str>| {
         let parsed = v.and_then(|s| match format {
-            Some(f) => f.parse(s, tz),
-            None => parse_iso_in_zone(s, tz),
+            Some(f) => f.parse_opt(s, tz),
+            None => parse_iso_in_zone(s, tz).ok(),
         });
         out.append_option(parsed);
     };
@@ -951,7 +787,7 @@ fn time_parse(
 fn time_format(
     ts: &PrimitiveArray<TimestampMillisecondType>,
     format: Option<&JodaFormat>,
-    tz: &Tz,
+    tz: &Zone,
 ) -> arrow::array::StringArray {
     let width = format.map_or(29, |_| 32);
     let mut out = StringBuilder::with_capacity(ts.len(), ts.len() * width);
@@ -1207,7 +1043,7 @@ mod tests {
             Some(-62_135_596_800_001),
         ]);
         let zones = [
-            Tz::UTC,
+            Zone::Utc,
             parse_time_zone("America/Los_Angeles").unwrap(),
             parse_time_zone("Asia/Kolkata").unwrap(),
         ];
@@ -1218,8 +1054,8 @@ mod tests {
             ] {
                 for origin in [None, Some(0), Some(1_000_000_007)] {
                     let b = PeriodBucketer::new(Period::parse(p).unwrap(), origin, *tz).unwrap();
-                    let _ = b.floor_array(&extremes);
-                    let _ = b.ceil_array(&extremes);
+                    let _ = period::floor_array(&b, &extremes);
+                    let _ = period::ceil_array(&b, &extremes);
                 }
                 let step = ColumnarValue::Scalar(ScalarValue::Int64(Some(i64::MAX)));
                 let _ = time_shift(
@@ -1261,7 +1097,7 @@ mod tests {
             "CCCCCCCCCCCCCCCCCCCCCC",
         ] {
             let f = JodaFormat::compile(pat).unwrap();
-            let _ = time_parse(&text, Some(&f), &Tz::UTC).unwrap();
+            let _ = time_parse(&text, Some(&f), &Zone::Utc).unwrap();
         }
         let _ = time_parse(&text, None, &zones[1]).unwrap();
     }
