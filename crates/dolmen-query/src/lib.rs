@@ -6,10 +6,12 @@
 //!   snapshot, pruned by `__time` before any file is opened.
 //! - [`functions`]: Druid SQL functions as DataFusion UDFs (`TIME_FLOOR`, `TIME_IN_INTERVAL`, ...).
 //! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).
+//! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
 //! - [`writer`]: Druid's result formats with exact bytes.
 
 pub mod engine;
 pub mod functions;
+pub mod naming;
 pub mod rewrite;
 pub mod table;
 pub mod writer;

@@ -19,6 +19,9 @@
 //! | `TIMESTAMPADD(unit, n, ts)` | `TIME_SHIFT(ts, 'PT1H', n)` | not in DataFusion |
 //! | `TIMESTAMPDIFF(unit, a, b)` | `(TIMESTAMP_TO_MILLIS(b) - TIMESTAMP_TO_MILLIS(a)) / ms` or `SUBTRACT_MONTHS(b, a) / k` | not in DataFusion |
 //!
+//! When planning ([`sql_to_logical_plan`]), unaliased select items that are not column
+//! references are also named `EXPR$n`, as Calcite names them (see [`crate::naming`]).
+//!
 //! FLOOR/CEIL units are Druid's (`TimeUnits.toPeriod`): SECOND `PT1S`, MINUTE `PT1M`, HOUR
 //! `PT1H`, DAY `P1D`, WEEK `P1W`, MONTH `P1M`, QUARTER `P3M`, YEAR `P1Y`.
 //!
@@ -162,6 +165,9 @@ pub async fn sql_to_logical_plan(
 ) -> Result<LogicalPlan> {
     let dialect = state.config().options().sql_parser.dialect;
     let mut stmt = state.sql_to_statement(sql, &dialect)?;
+    if let DFStatement::Statement(s) = &mut stmt {
+        crate::naming::name_unaliased_expressions(s);
+    }
     rewrite_df_statement(&mut stmt, opts)?;
     state.statement_to_plan(stmt).await
 }

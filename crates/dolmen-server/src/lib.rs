@@ -104,11 +104,34 @@ async fn druid_headers(req: Request, next: Next) -> Response {
     resp
 }
 
+/// `GET /status`: version, loaded modules (none: Dolmen has no extension mechanism) and the
+/// process memory as Druid reports it (bytes; from `/proc` on Linux, omitted elsewhere).
 async fn status() -> Json<serde_json::Value> {
-    Json(json!({
-        "version": VERSION,
-        "modules": [],
-        "memory": {},
+    let mut body = json!({ "version": VERSION, "modules": [] });
+    if let Some(memory) = process_memory() {
+        body["memory"] = memory;
+    }
+    Json(body)
+}
+
+/// Resident and total memory from `/proc` (Linux only).
+fn process_memory() -> Option<serde_json::Value> {
+    let field = |text: &str, key: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let rss = field(&status, "VmRSS:")?;
+    let total = field(&meminfo, "MemTotal:")?;
+    let available = field(&meminfo, "MemAvailable:").unwrap_or(0);
+    Some(json!({
+        "maxMemory": total,
+        "totalMemory": total,
+        "freeMemory": available,
+        "usedMemory": rss,
+        "directMemory": 0,
     }))
 }
 

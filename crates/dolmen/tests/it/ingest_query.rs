@@ -152,6 +152,18 @@ fn quickstart_spec_ingests_and_tutorial_queries_answer() {
         "SELECT channel, page, SUM(added) AS a FROM wikipedia WHERE TIME_IN_INTERVAL(\"__time\", '2015-09-12/2015-09-13') GROUP BY channel, page ORDER BY SUM(added) DESC LIMIT 3",
     );
     assert_eq!(by_channel.len(), 3);
+    // Unaliased expressions are named as Calcite names them (Druid tutorial: EXPR$2).
+    let unaliased = server.sql(
+        "SELECT channel, page, SUM(added) FROM wikipedia WHERE \"__time\" BETWEEN TIMESTAMP '2015-09-12 00:00:00' AND TIMESTAMP '2015-09-13 00:00:00' GROUP BY channel, page ORDER BY SUM(added) DESC LIMIT 1",
+    );
+    assert_eq!(
+        unaliased[0],
+        json!({"channel": "#en.wikipedia", "page": "User:QuackGuru/Electronic cigarettes 1", "EXPR$2": 199818})
+    );
+    assert_eq!(
+        server.sql("SELECT COUNT(*) FROM wikipedia"),
+        vec![json!({"EXPR$0": 39244})]
+    );
 
     // Pruning: an interval with no data.
     assert_eq!(
@@ -393,4 +405,46 @@ fn csv_inline_with_schema_discovery_and_small_segments() {
     );
     assert_eq!(by_day.len(), 3);
     assert_eq!(by_day[0]["c"], 334);
+}
+
+#[test]
+fn drop_existing_removes_chunks_the_new_data_does_not_cover() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let spec = |data: &str, drop_existing: bool| {
+        json!({
+            "type": "index_parallel",
+            "spec": {
+                "dataSchema": {
+                    "dataSource": "drops",
+                    "timestampSpec": {"column": "ts", "format": "iso"},
+                    "dimensionsSpec": {"dimensions": ["k"]},
+                    "granularitySpec": {"segmentGranularity": "day", "rollup": false, "intervals": ["2020-01-01/2020-01-03"]}
+                },
+                "ioConfig": {
+                    "type": "index_parallel",
+                    "inputSource": {"type": "inline", "data": data},
+                    "inputFormat": {"type": "json"},
+                    "appendToExisting": false,
+                    "dropExisting": drop_existing
+                }
+            }
+        })
+    };
+    let two_days = "{\"ts\":\"2020-01-01T01:00:00Z\",\"k\":\"a\"}\n{\"ts\":\"2020-01-02T01:00:00Z\",\"k\":\"b\"}\n";
+    let day_one = "{\"ts\":\"2020-01-01T02:00:00Z\",\"k\":\"c\"}\n";
+    assert_eq!(server.run_task(&spec(two_days, false))["status"], "SUCCESS");
+    // Without dropExisting, day two keeps its old data.
+    assert_eq!(server.run_task(&spec(day_one, false))["status"], "SUCCESS");
+    let ks = |server: &Server| -> Vec<String> {
+        server
+            .sql("SELECT k FROM drops ORDER BY __time")
+            .iter()
+            .map(|r| r["k"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ks(&server), vec!["c", "b"]);
+    // With dropExisting, day two is dropped in the same commit.
+    assert_eq!(server.run_task(&spec(day_one, true))["status"], "SUCCESS");
+    assert_eq!(ks(&server), vec!["c"]);
 }

@@ -75,6 +75,10 @@ fn status_and_config_file() {
         .json()
         .unwrap();
     assert!(status["version"].is_string());
+    assert!(
+        status["memory"]["usedMemory"].as_u64().unwrap() > 0,
+        "{status}"
+    );
     let health: serde_json::Value = reqwest::blocking::get(format!("{url}/status/health"))
         .unwrap()
         .json()
