@@ -182,14 +182,14 @@ impl MetricKind {
     /// The kind of a metric spec.
     pub fn of(m: &MetricSpec) -> MetricKind {
         match m {
-            MetricSpec::Count { .. } => MetricKind::Count,
-            MetricSpec::LongSum { .. } => MetricKind::LongSum,
-            MetricSpec::LongMin { .. } => MetricKind::LongMin,
-            MetricSpec::LongMax { .. } => MetricKind::LongMax,
-            MetricSpec::DoubleSum { .. } => MetricKind::DoubleSum,
-            MetricSpec::DoubleMin { .. } => MetricKind::DoubleMin,
-            MetricSpec::DoubleMax { .. } => MetricKind::DoubleMax,
-            MetricSpec::FloatSum { .. } => MetricKind::FloatSum,
+            MetricSpec::Count(_) => MetricKind::Count,
+            MetricSpec::LongSum(_) => MetricKind::LongSum,
+            MetricSpec::LongMin(_) => MetricKind::LongMin,
+            MetricSpec::LongMax(_) => MetricKind::LongMax,
+            MetricSpec::DoubleSum(_) => MetricKind::DoubleSum,
+            MetricSpec::DoubleMin(_) => MetricKind::DoubleMin,
+            MetricSpec::DoubleMax(_) => MetricKind::DoubleMax,
+            MetricSpec::FloatSum(_) => MetricKind::FloatSum,
         }
     }
 

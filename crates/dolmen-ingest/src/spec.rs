@@ -141,169 +141,93 @@ impl DimensionSchema {
     }
 }
 
-/// An ingestion-time aggregator (`metricsSpec` element).
+/// An ingestion-time aggregator (`metricsSpec` element): `{"type": "longSum", "name": ...,
+/// "fieldName": ...}` (Druid's `docs/ingestion/ingestion-spec.md#metricsspec`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "camelCase")]
 pub enum MetricSpec {
     /// Number of input rows rolled into the row.
-    Count {
-        /// Output column.
-        name: String,
-    },
+    Count(CountAggregator),
     /// Sum as a long.
-    #[serde(rename_all = "camelCase")]
-    LongSum {
-        /// Output column.
-        name: String,
-        /// Input field.
-        #[serde(default)]
-        field_name: Option<String>,
-        /// Druid expression instead of a field.
-        #[serde(default)]
-        expression: Option<String>,
-    },
+    LongSum(FieldAggregator),
     /// Sum as a double.
-    #[serde(rename_all = "camelCase")]
-    DoubleSum {
-        /// Output column.
-        name: String,
-        /// Input field.
-        #[serde(default)]
-        field_name: Option<String>,
-        /// Druid expression instead of a field.
-        #[serde(default)]
-        expression: Option<String>,
-    },
+    DoubleSum(FieldAggregator),
     /// Sum as a float.
-    #[serde(rename_all = "camelCase")]
-    FloatSum {
-        /// Output column.
-        name: String,
-        /// Input field.
-        #[serde(default)]
-        field_name: Option<String>,
-        /// Druid expression instead of a field.
-        #[serde(default)]
-        expression: Option<String>,
-    },
+    FloatSum(FieldAggregator),
     /// Minimum as a long.
-    #[serde(rename_all = "camelCase")]
-    LongMin {
-        /// Output column.
-        name: String,
-        /// Input field.
-        #[serde(default)]
-        field_name: Option<String>,
-        /// Druid expression instead of a field.
-        #[serde(default)]
-        expression: Option<String>,
-    },
+    LongMin(FieldAggregator),
     /// Maximum as a long.
-    #[serde(rename_all = "camelCase")]
-    LongMax {
-        /// Output column.
-        name: String,
-        /// Input field.
-        #[serde(default)]
-        field_name: Option<String>,
-        /// Druid expression instead of a field.
-        #[serde(default)]
-        expression: Option<String>,
-    },
+    LongMax(FieldAggregator),
     /// Minimum as a double.
-    #[serde(rename_all = "camelCase")]
-    DoubleMin {
-        /// Output column.
-        name: String,
-        /// Input field.
-        #[serde(default)]
-        field_name: Option<String>,
-        /// Druid expression instead of a field.
-        #[serde(default)]
-        expression: Option<String>,
-    },
+    DoubleMin(FieldAggregator),
     /// Maximum as a double.
-    #[serde(rename_all = "camelCase")]
-    DoubleMax {
-        /// Output column.
-        name: String,
-        /// Input field.
-        #[serde(default)]
-        field_name: Option<String>,
-        /// Druid expression instead of a field.
-        #[serde(default)]
-        expression: Option<String>,
-    },
+    DoubleMax(FieldAggregator),
+}
+
+/// The fields of a `count` aggregator.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CountAggregator {
+    /// Output column.
+    pub name: String,
+}
+
+/// The fields of an aggregator over one input: a field or a Druid expression.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FieldAggregator {
+    /// Output column.
+    pub name: String,
+    /// Input field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_name: Option<String>,
+    /// Druid expression instead of a field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
 }
 
 impl MetricSpec {
+    fn fields(&self) -> Option<&FieldAggregator> {
+        match self {
+            MetricSpec::Count(_) => None,
+            MetricSpec::LongSum(f)
+            | MetricSpec::DoubleSum(f)
+            | MetricSpec::FloatSum(f)
+            | MetricSpec::LongMin(f)
+            | MetricSpec::LongMax(f)
+            | MetricSpec::DoubleMin(f)
+            | MetricSpec::DoubleMax(f) => Some(f),
+        }
+    }
+
     /// Output column name.
     pub fn name(&self) -> &str {
-        match self {
-            MetricSpec::Count { name }
-            | MetricSpec::LongSum { name, .. }
-            | MetricSpec::DoubleSum { name, .. }
-            | MetricSpec::FloatSum { name, .. }
-            | MetricSpec::LongMin { name, .. }
-            | MetricSpec::LongMax { name, .. }
-            | MetricSpec::DoubleMin { name, .. }
-            | MetricSpec::DoubleMax { name, .. } => name,
+        match (self, self.fields()) {
+            (MetricSpec::Count(c), _) => &c.name,
+            (_, Some(f)) => &f.name,
+            (_, None) => "",
         }
     }
 
     /// Input field and expression, if any.
     pub fn input(&self) -> (Option<&str>, Option<&str>) {
-        match self {
-            MetricSpec::Count { .. } => (None, None),
-            MetricSpec::LongSum {
-                field_name,
-                expression,
-                ..
-            }
-            | MetricSpec::DoubleSum {
-                field_name,
-                expression,
-                ..
-            }
-            | MetricSpec::FloatSum {
-                field_name,
-                expression,
-                ..
-            }
-            | MetricSpec::LongMin {
-                field_name,
-                expression,
-                ..
-            }
-            | MetricSpec::LongMax {
-                field_name,
-                expression,
-                ..
-            }
-            | MetricSpec::DoubleMin {
-                field_name,
-                expression,
-                ..
-            }
-            | MetricSpec::DoubleMax {
-                field_name,
-                expression,
-                ..
-            } => (field_name.as_deref(), expression.as_deref()),
+        match self.fields() {
+            Some(f) => (f.field_name.as_deref(), f.expression.as_deref()),
+            None => (None, None),
         }
     }
 
     /// Druid's aggregator type name.
     pub fn type_name(&self) -> &'static str {
         match self {
-            MetricSpec::Count { .. } => "count",
-            MetricSpec::LongSum { .. } => "longSum",
-            MetricSpec::DoubleSum { .. } => "doubleSum",
-            MetricSpec::FloatSum { .. } => "floatSum",
-            MetricSpec::LongMin { .. } => "longMin",
-            MetricSpec::LongMax { .. } => "longMax",
-            MetricSpec::DoubleMin { .. } => "doubleMin",
-            MetricSpec::DoubleMax { .. } => "doubleMax",
+            MetricSpec::Count(_) => "count",
+            MetricSpec::LongSum(_) => "longSum",
+            MetricSpec::DoubleSum(_) => "doubleSum",
+            MetricSpec::FloatSum(_) => "floatSum",
+            MetricSpec::LongMin(_) => "longMin",
+            MetricSpec::LongMax(_) => "longMax",
+            MetricSpec::DoubleMin(_) => "doubleMin",
+            MetricSpec::DoubleMax(_) => "doubleMax",
         }
     }
 }
@@ -644,7 +568,7 @@ impl IndexTaskSpec {
                 )));
             }
             match m.input() {
-                (None, None) if !matches!(m, MetricSpec::Count { .. }) => {
+                (None, None) if !matches!(m, MetricSpec::Count(_)) => {
                     return Err(IngestError::InvalidSpec(format!(
                         "spec.dataSchema.metricsSpec: metric [{n}] of type [{}] needs fieldName or expression",
                         m.type_name()
@@ -684,4 +608,34 @@ pub fn validate_task_id(id: &str) -> Result<(), IngestError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn metric_specs_parse_and_reject_unknown_fields() {
+        let m: MetricSpec =
+            serde_json::from_value(json!({"type": "longSum", "name": "a", "fieldName": "b"}))
+                .unwrap();
+        assert_eq!(m.name(), "a");
+        assert_eq!(m.input(), (Some("b"), None));
+        assert_eq!(m.type_name(), "longSum");
+        let c: MetricSpec = serde_json::from_value(json!({"type": "count", "name": "n"})).unwrap();
+        assert_eq!(c.name(), "n");
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!({"type": "count", "name": "n"})
+        );
+        let e = serde_json::from_value::<MetricSpec>(
+            json!({"type": "longSum", "name": "a", "fieldNme": "b"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("fieldNme"), "{e}");
+        let e = serde_json::from_value::<MetricSpec>(json!({"type": "median", "name": "a"}))
+            .unwrap_err();
+        assert!(e.to_string().contains("median"), "{e}");
+    }
 }

@@ -295,23 +295,23 @@ fn updates_tutorial_overwrites_and_appends() {
     let animals: Vec<&str> = rows.iter().map(|r| r["animal"].as_str().unwrap()).collect();
     assert_eq!(animals, vec!["tiger", "aardvark", "giraffe"]);
 
+    let animals_and_numbers = || -> Vec<(String, i64)> {
+        let row = |r: &Value| {
+            (
+                r["animal"].as_str().unwrap().to_string(),
+                r["number"].as_i64().unwrap(),
+            )
+        };
+        server.sql(q).iter().map(row).collect()
+    };
+
     // Overwrite: a new version replaces the whole day.
     assert_eq!(
         server.run_task(&tutorial_spec("updates-overwrite-index.json"))["status"],
         "SUCCESS"
     );
-    let rows = server.sql(q);
-    let got: Vec<(String, i64)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["animal"].as_str().unwrap().to_string(),
-                r["number"].as_i64().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        got,
+        animals_and_numbers(),
         vec![
             ("lion".into(), 100),
             ("aardvark".into(), 9999),
@@ -324,18 +324,8 @@ fn updates_tutorial_overwrites_and_appends() {
         server.run_task(&tutorial_spec("updates-append-index2.json"))["status"],
         "SUCCESS"
     );
-    let rows = server.sql(q);
-    let got: Vec<(String, i64)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["animal"].as_str().unwrap().to_string(),
-                r["number"].as_i64().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        got,
+        animals_and_numbers(),
         vec![
             ("lion".into(), 100),
             ("aardvark".into(), 9999),
