@@ -111,31 +111,12 @@ fn parse_request(headers: &HeaderMap, body: &Bytes) -> Result<SqlQuery, RequestE
     }
 }
 
-/// Decodes `application/x-www-form-urlencoded` text (`+` is a space, `%XX` a byte).
+/// Decodes `application/x-www-form-urlencoded` text (`+` is a space, `%XX` a byte; invalid
+/// escapes are kept as they are).
 fn form_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(
-                    std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"),
-                    16,
-                ) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(&s.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// `POST /v2/sql`.
