@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages and services Dolmen's tests need on a fresh Debian machine.
-# Today the suite needs only the Rust toolchain (with rustfmt and clippy); later features add
-# their services here (a Kafka-protocol broker, a Kinesis emulator, an S3-compatible server,
+# The suite needs the Rust toolchain (with rustfmt and clippy) and an S3-compatible server (moto,
+# started below); later features add their services here (a Kafka-protocol broker, a Kinesis emulator,
 # PostgreSQL), each started on 127.0.0.1 only.
 set -euo pipefail
 
@@ -14,3 +14,53 @@ for component in rustfmt clippy; do
     rustup component add "$component"
   fi
 done
+
+# --- S3-compatible server for the `s3` input source tests -------------------------------------
+# moto_server (PyPI `moto[server]`), bound to 127.0.0.1 only, in the background. Idempotent: an
+# S3 server already answering on the port is reused; moto is installed into a virtualenv under
+# $DOLMEN_TEST_DEPS_DIR (default ~/.cache/dolmen-test-deps) unless `moto_server` is on PATH.
+# Tests find it through DOLMEN_TEST_S3_ENDPOINT (scripts/test.sh exports it):
+#   export DOLMEN_TEST_S3_ENDPOINT=http://127.0.0.1:${DOLMEN_TEST_S3_PORT:-9010}
+S3_PORT="${DOLMEN_TEST_S3_PORT:-9010}"
+S3_ENDPOINT="http://127.0.0.1:${S3_PORT}"
+DEPS_DIR="${DOLMEN_TEST_DEPS_DIR:-$HOME/.cache/dolmen-test-deps}"
+
+s3_answers() {
+  python3 - "$S3_ENDPOINT" <<'PY' >/dev/null 2>&1
+import sys, urllib.request
+body = urllib.request.urlopen(sys.argv[1] + "/", timeout=2).read()
+sys.exit(0 if b"ListAllMyBucketsResult" in body else 1)
+PY
+}
+
+if ! command -v python3 >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq python3 python3-venv >/dev/null
+fi
+if s3_answers; then
+  echo "S3 test server already answering at ${S3_ENDPOINT}"
+else
+  MOTO="$(command -v moto_server || true)"
+  if [ -z "$MOTO" ]; then
+    MOTO="$DEPS_DIR/moto/bin/moto_server"
+    if [ ! -x "$MOTO" ]; then
+      if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+      fi
+      mkdir -p "$DEPS_DIR"
+      python3 -m venv "$DEPS_DIR/moto"
+      "$DEPS_DIR/moto/bin/pip" install --quiet --disable-pip-version-check 'moto[server]>=5,<6'
+    fi
+  fi
+  mkdir -p "$DEPS_DIR"
+  nohup "$MOTO" -H 127.0.0.1 -p "$S3_PORT" >"$DEPS_DIR/moto_server.log" 2>&1 </dev/null &
+  disown || true
+  for _ in $(seq 1 60); do
+    if s3_answers; then break; fi
+    sleep 0.5
+  done
+  if ! s3_answers; then
+    echo "error: the S3 test server did not start at ${S3_ENDPOINT}; see $DEPS_DIR/moto_server.log" >&2
+    exit 1
+  fi
+  echo "S3 test server started at ${S3_ENDPOINT}"
+fi

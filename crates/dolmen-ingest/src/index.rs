@@ -11,6 +11,29 @@
 //!
 //! This is Druid's incremental-index / persist / merge design (`IncrementalIndex`,
 //! `IndexMerger`), with Arrow batches as the persisted form.
+//!
+//! # Column forms
+//! Spilled runs (Arrow IPC): `t` (Int64 ms), `d0..dn` (dimensions), `m0..mk` (metric values:
+//! Int64 for long kinds, Float64 for double and float kinds, Utf8 for string kinds), then one
+//! Int64 column per first/last metric holding the time of its value (null while no row had a
+//! time). Segment files (Parquet): `__time`, the dimensions, the metrics typed as the segment
+//! schema says, then the same hidden time columns, named [`hidden_time_column`] and absent from
+//! the segment schema (queries do not see them).
+//!
+//! # Multi-value dimensions
+//! A string dimension becomes multi-value ([`dolmen_segment::SegmentColumn::multi_value`],
+//! Arrow `List<Utf8>`) once any row of the task gives it several values ([`Val::Multi`]); then
+//! every segment of the task stores it as a list (a single value as a one-element list, null as
+//! a null list). Spilled runs written before the first multi-value row keep the plain `Utf8`
+//! form; each run is read back by its own schema.
+//!
+//! # First/last metrics and re-rollup
+//! Druid stores a `(time, value)` pair for `*First`/`*Last` aggregators. Dolmen stores the
+//! finalized value in the metric column, typed like the input (long, double, float, string),
+//! and keeps the time beside it: in spilled runs, so that combining rows across runs stays exact
+//! (the earliest/latest time wins, whatever run it is in; equal times keep input order, because
+//! runs are merged in spill order), and as a hidden column in segment files, so that a later
+//! re-rollup of segments (compaction) can stay exact too.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -19,8 +42,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, Float32Array, Float32Builder, Float64Array, Float64Builder, Int64Array,
-    Int64Builder, StringArray, StringBuilder, TimestampMillisecondBuilder,
+    Array, ArrayRef, AsArray, Float32Array, Float32Builder, Float64Array, Float64Builder,
+    Int64Array, Int64Builder, ListBuilder, StringArray, StringBuilder, TimestampMillisecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::ipc::reader::FileReader;
@@ -30,10 +53,26 @@ use dolmen_common::{Granularity, Interval};
 use dolmen_segment::{ColumnKind, ColumnType, SegmentColumn, SegmentFileWriter, SegmentSchema};
 
 use crate::IngestError;
-use crate::rows::{Acc, MetricKind, Row, Val, compare_keys, trim_nulls};
+use crate::rows::{Acc, MetricKind, Row, Val, compare_keys, multi_value, trim_nulls};
+use crate::spec::MultiValueHandling;
 
 /// Rows per Arrow batch when writing spills and segments.
 const BATCH_ROWS: usize = 16 * 1024;
+
+/// Prefix of [`hidden_time_column`] names.
+const HIDDEN_TIME_PREFIX: &str = "__dolmen_time:";
+
+/// Name of the hidden segment-file column holding the time of first/last metric `metric`'s
+/// value (epoch ms, Int64; null when no row had a time).
+pub fn hidden_time_column(metric: &str) -> String {
+    format!("{HIDDEN_TIME_PREFIX}{metric}")
+}
+
+/// Whether `name` is a hidden segment-file column ([`hidden_time_column`]); readers of segment
+/// files as input rows (the `druid` input source) see them, schema discovery skips them.
+pub fn is_hidden_column(name: &str) -> bool {
+    name.starts_with(HIDDEN_TIME_PREFIX)
+}
 
 /// A dimension of the datasource being built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +128,8 @@ pub struct Indexer {
     config: IndexerConfig,
     metric_kinds: Vec<MetricKind>,
     metric_names: Vec<String>,
+    /// Per dimension index: whether a row gave it several values.
+    multi: Vec<bool>,
     rolled: HashMap<Key, Vec<Acc>>,
     plain: Vec<Row>,
     runs: Vec<PathBuf>,
@@ -103,6 +144,7 @@ impl Indexer {
             config,
             metric_kinds,
             metric_names,
+            multi: Vec::new(),
             rolled: HashMap::new(),
             plain: Vec::new(),
             runs: Vec::new(),
@@ -123,6 +165,14 @@ impl Indexer {
     /// # Errors
     /// When a spill fails.
     pub fn add(&mut self, row: Row, dims: &[DimSlot]) -> Result<(), IngestError> {
+        for (i, v) in row.dims.iter().enumerate() {
+            if matches!(v, Val::Multi(_)) {
+                if self.multi.len() <= i {
+                    self.multi.resize(i + 1, false);
+                }
+                self.multi[i] = true;
+            }
+        }
         if self.config.rollup {
             let key = Key {
                 time: row.time,
@@ -145,6 +195,16 @@ impl Indexer {
             self.spill(dims)?;
         }
         Ok(())
+    }
+
+    /// Whether dimension `i` has had a row with several values.
+    fn is_multi(&self, i: usize) -> bool {
+        self.multi.get(i).copied().unwrap_or(false)
+    }
+
+    /// The per-dimension multi-value flags for `n` dimensions.
+    fn multi_flags(&self, n: usize) -> Vec<bool> {
+        (0..n).map(|i| self.is_multi(i)).collect()
     }
 
     /// Number of sorted runs spilled to disk so far.
@@ -181,11 +241,18 @@ impl Indexer {
             .work_dir
             .join(format!("spill-{:05}.arrow", self.spill_seq));
         self.spill_seq += 1;
-        let schema = spill_schema(dims, &self.metric_kinds);
+        let multi = self.multi_flags(dims.len());
+        let schema = spill_schema(dims, &multi, &self.metric_kinds);
         let file = File::create(&path).map_err(|e| io_error(&path, e))?;
         let mut w = FileWriter::try_new(file, &schema).map_err(|e| arrow_error(&path, e))?;
+        let layout = Layout {
+            dims,
+            multi: &multi,
+            metrics: &self.metric_kinds,
+            segment: false,
+        };
         for chunk in rows.chunks(BATCH_ROWS) {
-            let batch = rows_to_batch(chunk, dims, &self.metric_kinds, &schema, false)?;
+            let batch = rows_to_batch(chunk, &layout, &schema)?;
             w.write(&batch).map_err(|e| arrow_error(&path, e))?;
         }
         w.finish().map_err(|e| arrow_error(&path, e))?;
@@ -207,7 +274,7 @@ impl Indexer {
         let last = self.take_sorted();
         let mut sources: Vec<RunReader> = Vec::with_capacity(self.runs.len() + 1);
         for p in &self.runs {
-            sources.push(RunReader::open(p, self.metric_kinds.len())?);
+            sources.push(RunReader::open(p, self.metric_kinds.clone())?);
         }
         sources.push(RunReader::memory(last));
 
@@ -218,13 +285,15 @@ impl Indexer {
                 heap.push(HeapItem { row: r, run: i });
             }
         }
-        let schema = segment_schema(dims, &self.metric_names, &self.metric_kinds);
-        let arrow_schema = schema.arrow_schema();
+        let multi = self.multi_flags(dims.len());
+        let schema = segment_schema(dims, &multi, &self.metric_names, &self.metric_kinds);
+        let arrow_schema = segment_file_schema(&schema, &self.metric_names, &self.metric_kinds);
         let mut out = SegmentSink::new(
             &self.config,
             schema,
             arrow_schema,
             self.metric_kinds.clone(),
+            multi,
         );
         let mut pending: Option<Row> = None;
         let mut n: u64 = 0;
@@ -304,7 +373,7 @@ struct FileRun {
     reader: FileReader<File>,
     batch: Vec<Row>,
     pos: usize,
-    metrics: usize,
+    metrics: Vec<MetricKind>,
     path: PathBuf,
 }
 
@@ -319,7 +388,7 @@ impl RunReader {
         RunReader::Memory(rows.into_iter())
     }
 
-    fn open(path: &Path, metrics: usize) -> Result<RunReader, IngestError> {
+    fn open(path: &Path, metrics: Vec<MetricKind>) -> Result<RunReader, IngestError> {
         let f = File::open(path).map_err(|e| io_error(path, e))?;
         let reader = FileReader::try_new(f, None).map_err(|e| arrow_error(path, e))?;
         Ok(RunReader::File(Box::new(FileRun {
@@ -347,7 +416,8 @@ impl RunReader {
                         None => return Ok(None),
                         Some(b) => {
                             let b = b.map_err(|e| arrow_error(path, e))?;
-                            *batch = batch_to_rows(&b, *metrics);
+                            *batch =
+                                batch_to_rows(&b, metrics).map_err(|e| arrow_error(path, e))?;
                             *pos = 0;
                         }
                     }
@@ -367,52 +437,107 @@ impl RunReader {
     }
 }
 
-/// Spill schema: `t`, then `d0..dn` typed, then `m0..mk` (Int64 or Float64 accumulators).
-fn spill_schema(dims: &[DimSlot], metrics: &[MetricKind]) -> SchemaRef {
+/// The Arrow type of dimension `d` in spills and segments.
+fn dim_arrow_type(d: &DimSlot, multi: bool) -> DataType {
+    if multi && d.ty == ColumnType::String {
+        dolmen_segment::multi_value_string_type()
+    } else {
+        d.ty.arrow_type()
+    }
+}
+
+/// The spill type of a metric's value column.
+fn spill_metric_type(k: MetricKind) -> DataType {
+    match k.column_type() {
+        ColumnType::Long => DataType::Int64,
+        ColumnType::String => DataType::Utf8,
+        ColumnType::Float | ColumnType::Double => DataType::Float64,
+    }
+}
+
+/// Spill schema: `t`, then `d0..dn` typed, then `m0..mk` (see [`spill_metric_type`]), then
+/// `t0..` (Int64), the times of the first/last metrics in metric order.
+fn spill_schema(dims: &[DimSlot], multi: &[bool], metrics: &[MetricKind]) -> SchemaRef {
     let mut fields = vec![Field::new("t", DataType::Int64, false)];
     for (i, d) in dims.iter().enumerate() {
-        fields.push(Field::new(format!("d{i}"), d.ty.arrow_type(), true));
+        fields.push(Field::new(
+            format!("d{i}"),
+            dim_arrow_type(d, multi.get(i).copied().unwrap_or(false)),
+            true,
+        ));
     }
     for (i, m) in metrics.iter().enumerate() {
-        let dt = if m.column_type() == ColumnType::Long {
-            DataType::Int64
-        } else {
-            DataType::Float64
-        };
-        fields.push(Field::new(format!("m{i}"), dt, true));
+        fields.push(Field::new(format!("m{i}"), spill_metric_type(*m), true));
+    }
+    for (i, _) in metrics.iter().enumerate().filter(|(_, m)| m.is_timed()) {
+        fields.push(Field::new(format!("t{i}"), DataType::Int64, true));
     }
     Arc::new(Schema::new(fields))
 }
 
-fn segment_schema(dims: &[DimSlot], names: &[String], kinds: &[MetricKind]) -> SegmentSchema {
+fn segment_schema(
+    dims: &[DimSlot],
+    multi: &[bool],
+    names: &[String],
+    kinds: &[MetricKind],
+) -> SegmentSchema {
     let mut columns: Vec<SegmentColumn> = dims
         .iter()
-        .map(|d| SegmentColumn {
-            name: d.name.clone(),
-            ty: d.ty,
-            kind: ColumnKind::Dimension,
+        .enumerate()
+        .map(|(i, d)| {
+            let mut c = SegmentColumn::new(d.name.clone(), d.ty, ColumnKind::Dimension);
+            c.multi_value = d.ty == ColumnType::String && multi.get(i).copied().unwrap_or(false);
+            c
         })
         .collect();
     for (n, k) in names.iter().zip(kinds) {
-        columns.push(SegmentColumn {
-            name: n.clone(),
-            ty: k.column_type(),
-            kind: ColumnKind::Metric,
-        });
+        columns.push(SegmentColumn::new(
+            n.clone(),
+            k.column_type(),
+            ColumnKind::Metric,
+        ));
     }
     SegmentSchema { columns }
 }
 
-/// Builds a batch from rows. `segment` selects the segment form (`__time` as a timestamp,
-/// float metrics as Float32) over the spill form.
+/// The Arrow schema of segment files: the segment schema's, then the hidden time columns of
+/// first/last metrics ([`hidden_time_column`]).
+fn segment_file_schema(
+    schema: &SegmentSchema,
+    names: &[String],
+    kinds: &[MetricKind],
+) -> SchemaRef {
+    let base = schema.arrow_schema();
+    let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for (n, _) in names.iter().zip(kinds).filter(|(_, k)| k.is_timed()) {
+        fields.push(Field::new(hidden_time_column(n), DataType::Int64, true));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// How rows map to batch columns.
+struct Layout<'a> {
+    dims: &'a [DimSlot],
+    /// Per dimension: stored as a list.
+    multi: &'a [bool],
+    metrics: &'a [MetricKind],
+    /// Segment form (`__time` as a timestamp, float metrics as Float32) or spill form.
+    segment: bool,
+}
+
+/// Builds a batch from rows in the spill or segment form of `layout`.
 fn rows_to_batch(
     rows: &[Row],
-    dims: &[DimSlot],
-    metrics: &[MetricKind],
+    layout: &Layout<'_>,
     schema: &SchemaRef,
-    segment: bool,
 ) -> Result<RecordBatch, IngestError> {
-    let mut cols: Vec<ArrayRef> = Vec::with_capacity(1 + dims.len() + metrics.len());
+    let Layout {
+        dims,
+        multi,
+        metrics,
+        segment,
+    } = *layout;
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(1 + dims.len() + metrics.len() * 2);
     if segment {
         let mut b = TimestampMillisecondBuilder::with_capacity(rows.len());
         for r in rows {
@@ -427,6 +552,25 @@ fn rows_to_batch(
     for (i, d) in dims.iter().enumerate() {
         let get = |r: &Row| r.dims.get(i).cloned().unwrap_or(Val::Null);
         let arr: ArrayRef = match d.ty {
+            ColumnType::String if multi.get(i).copied().unwrap_or(false) => {
+                let mut b = ListBuilder::with_capacity(StringBuilder::new(), rows.len());
+                for r in rows {
+                    match r.dims.get(i) {
+                        Some(Val::Str(s)) => {
+                            b.values().append_value(s);
+                            b.append(true);
+                        }
+                        Some(Val::Multi(vs)) => {
+                            for v in vs.iter() {
+                                b.values().append_option(v.as_deref());
+                            }
+                            b.append(true);
+                        }
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
             ColumnType::String => {
                 let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 8);
                 for r in rows {
@@ -476,7 +620,17 @@ fn rows_to_batch(
                 let mut b = Int64Builder::with_capacity(rows.len());
                 for r in rows {
                     match r.metrics.get(j) {
-                        Some(Acc::Long(Some(v))) => b.append_value(*v),
+                        Some(Acc::Long(Some(v)) | Acc::TimedLong(_, Some(v))) => b.append_value(*v),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            (ColumnType::String, _) => {
+                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 8);
+                for r in rows {
+                    match r.metrics.get(j) {
+                        Some(Acc::TimedStr(_, Some(v))) => b.append_value(v),
                         _ => b.append_null(),
                     }
                 }
@@ -486,7 +640,9 @@ fn rows_to_batch(
                 let mut b = Float32Builder::with_capacity(rows.len());
                 for r in rows {
                     match r.metrics.get(j) {
-                        Some(Acc::Double(Some(v))) => b.append_value(*v as f32),
+                        Some(Acc::Double(Some(v)) | Acc::TimedDouble(_, Some(v))) => {
+                            b.append_value(*v as f32)
+                        }
                         _ => b.append_null(),
                     }
                 }
@@ -496,7 +652,9 @@ fn rows_to_batch(
                 let mut b = Float64Builder::with_capacity(rows.len());
                 for r in rows {
                     match r.metrics.get(j) {
-                        Some(Acc::Double(Some(v))) => b.append_value(*v),
+                        Some(Acc::Double(Some(v)) | Acc::TimedDouble(_, Some(v))) => {
+                            b.append_value(*v)
+                        }
                         _ => b.append_null(),
                     }
                 }
@@ -505,25 +663,44 @@ fn rows_to_batch(
         };
         cols.push(arr);
     }
+    for (j, k) in metrics.iter().enumerate().filter(|(_, k)| k.is_timed()) {
+        let empty = k.empty_time();
+        let mut b = Int64Builder::with_capacity(rows.len());
+        for r in rows {
+            match r.metrics.get(j).and_then(Acc::time) {
+                Some(t) if t != empty => b.append_value(t),
+                _ => b.append_null(),
+            }
+        }
+        cols.push(Arc::new(b.finish()));
+    }
     RecordBatch::try_new(Arc::clone(schema), cols)
         .map_err(|e| IngestError::Runtime(format!("cannot build row batch: {e}")))
 }
 
-/// Reads a spill batch back into rows (columns by position: `t`, dims, metrics).
-fn batch_to_rows(b: &RecordBatch, metrics: usize) -> Vec<Row> {
+/// Reads a spill batch back into rows (columns by position: `t`, dims, metric values, metric
+/// times; see [`spill_schema`]).
+fn batch_to_rows(
+    b: &RecordBatch,
+    metrics: &[MetricKind],
+) -> Result<Vec<Row>, arrow::error::ArrowError> {
+    let bad = |what: &str| arrow::error::ArrowError::SchemaError(format!("spill run: {what}"));
     let n = b.num_rows();
     let ncols = b.num_columns();
-    let ndims = ncols - 1 - metrics;
+    let timed = metrics.iter().filter(|k| k.is_timed()).count();
+    let ndims = ncols
+        .checked_sub(1 + metrics.len() + timed)
+        .ok_or_else(|| bad("too few columns"))?;
     let t = b
         .column(0)
         .as_any()
         .downcast_ref::<Int64Array>()
-        .expect("spill time column");
+        .ok_or_else(|| bad("time column is not Int64"))?;
     let mut rows: Vec<Row> = (0..n)
         .map(|i| Row {
             time: t.value(i),
             dims: Vec::with_capacity(ndims),
-            metrics: Vec::with_capacity(metrics),
+            metrics: Vec::with_capacity(metrics.len()),
         })
         .collect();
     for c in 1..=ndims {
@@ -532,20 +709,65 @@ fn batch_to_rows(b: &RecordBatch, metrics: usize) -> Vec<Row> {
             row.dims.push(val_at(col.as_ref(), i));
         }
     }
-    for c in (1 + ndims)..ncols {
-        let col = b.column(c);
+    let mut time_col = 1 + ndims + metrics.len();
+    for (j, k) in metrics.iter().enumerate() {
+        let col = b.column(1 + ndims + j);
+        let times = if k.is_timed() {
+            let tc = b
+                .column(time_col)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .ok_or_else(|| bad("metric time column is not Int64"))?;
+            time_col += 1;
+            Some(tc)
+        } else {
+            None
+        };
         for (i, row) in rows.iter_mut().enumerate() {
-            let acc = if let Some(a) = col.as_any().downcast_ref::<Int64Array>() {
-                Acc::Long(a.is_valid(i).then(|| a.value(i)))
-            } else if let Some(a) = col.as_any().downcast_ref::<Float64Array>() {
-                Acc::Double(a.is_valid(i).then(|| a.value(i)))
-            } else {
-                Acc::Long(None)
+            let valid = col.is_valid(i);
+            let acc = match (times, k.column_type()) {
+                (Some(tc), ty) => {
+                    let time = if tc.is_valid(i) {
+                        tc.value(i)
+                    } else {
+                        k.empty_time()
+                    };
+                    match ty {
+                        ColumnType::Long => Acc::TimedLong(
+                            time,
+                            col.as_primitive_opt::<arrow::datatypes::Int64Type>()
+                                .filter(|_| valid)
+                                .map(|a| a.value(i)),
+                        ),
+                        ColumnType::String => Acc::TimedStr(
+                            time,
+                            col.as_string_opt::<i32>()
+                                .filter(|_| valid)
+                                .map(|a| a.value(i).into()),
+                        ),
+                        _ => Acc::TimedDouble(
+                            time,
+                            col.as_primitive_opt::<arrow::datatypes::Float64Type>()
+                                .filter(|_| valid)
+                                .map(|a| a.value(i)),
+                        ),
+                    }
+                }
+                (None, ColumnType::Long) => Acc::Long(
+                    col.as_primitive_opt::<arrow::datatypes::Int64Type>()
+                        .filter(|_| valid)
+                        .map(|a| a.value(i)),
+                ),
+                (None, _) => Acc::Double(
+                    col.as_primitive_opt::<arrow::datatypes::Float64Type>()
+                        .filter(|_| valid)
+                        .map(|a| a.value(i)),
+                ),
             };
             row.metrics.push(acc);
         }
     }
-    rows
+    Ok(rows)
 }
 
 fn val_at(col: &dyn Array, i: usize) -> Val {
@@ -561,6 +783,16 @@ fn val_at(col: &dyn Array, i: usize) -> Val {
         Val::Float(a.value(i))
     } else if let Some(a) = any.downcast_ref::<Float64Array>() {
         Val::Double(a.value(i))
+    } else if let Some(l) = col.as_list_opt::<i32>() {
+        let items = l.value(i);
+        match items.as_string_opt::<i32>() {
+            // Already handled when first indexed: keep the stored order.
+            Some(s) => multi_value(
+                s.iter().map(|v| v.map(Box::<str>::from)).collect(),
+                MultiValueHandling::Array,
+            ),
+            None => Val::Null,
+        }
     } else {
         Val::Null
     }
@@ -572,6 +804,7 @@ struct SegmentSink<'a> {
     schema: SegmentSchema,
     arrow_schema: SchemaRef,
     metrics: Vec<MetricKind>,
+    multi: Vec<bool>,
     current: Option<OpenSegment>,
     buffer: Vec<Row>,
     built: Vec<BuiltSegment>,
@@ -590,12 +823,14 @@ impl<'a> SegmentSink<'a> {
         schema: SegmentSchema,
         arrow_schema: SchemaRef,
         metrics: Vec<MetricKind>,
+        multi: Vec<bool>,
     ) -> Self {
         SegmentSink {
             config,
             schema,
             arrow_schema,
             metrics,
+            multi,
             current: None,
             buffer: Vec::new(),
             built: Vec::new(),
@@ -644,7 +879,13 @@ impl<'a> SegmentSink<'a> {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let batch = rows_to_batch(&self.buffer, dims, &self.metrics, &self.arrow_schema, true)?;
+        let layout = Layout {
+            dims,
+            multi: &self.multi,
+            metrics: &self.metrics,
+            segment: true,
+        };
+        let batch = rows_to_batch(&self.buffer, &layout, &self.arrow_schema)?;
         self.buffer.clear();
         let open = self
             .current
@@ -835,5 +1076,149 @@ mod tests {
             ix.finish(&dims, &|| true),
             Err(IngestError::Canceled)
         ));
+    }
+
+    #[test]
+    fn multi_value_dims_roll_up_as_whole_lists_across_spills() {
+        use arrow::array::ListArray;
+        let dir = tempfile::tempdir().unwrap();
+        let dims = vec![DimSlot {
+            name: "tags".into(),
+            ty: ColumnType::String,
+        }];
+        let mut ix = Indexer::new(
+            config(dir.path(), true, 2, 1000),
+            vec![("count".into(), MetricKind::Count)],
+        );
+        let multi = |v: &[&str]| Val::Multi(v.iter().map(|s| Some((*s).into())).collect());
+        // The first spilled run has only plain strings (Utf8), later ones lists.
+        for v in [
+            Val::Str("a".into()),
+            Val::Str("b".into()),
+            multi(&["a", "b"]),
+            Val::Null,
+            multi(&["a", "b"]),
+            Val::Str("a".into()),
+            multi(&["a", "c"]),
+        ] {
+            ix.add(
+                Row {
+                    time: 10,
+                    dims: vec![v],
+                    metrics: vec![Acc::Long(Some(1))],
+                },
+                &dims,
+            )
+            .unwrap();
+        }
+        assert!(ix.spill_count() >= 2);
+        let segs = ix.finish(&dims, &|| false).unwrap();
+        assert_eq!(segs.len(), 1);
+        let col = &segs[0].schema.columns[0];
+        assert!(col.multi_value && col.is_multi_value(), "{col:?}");
+        let r = ParquetRecordBatchReaderBuilder::try_new(File::open(&segs[0].path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut got = Vec::new();
+        for b in r {
+            let b = b.unwrap();
+            let l = b.column(1).as_any().downcast_ref::<ListArray>().unwrap();
+            let c = b.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+            for i in 0..b.num_rows() {
+                let v: Option<Vec<String>> = l.is_valid(i).then(|| {
+                    l.value(i)
+                        .as_string::<i32>()
+                        .iter()
+                        .map(|s| s.unwrap_or("null").to_string())
+                        .collect()
+                });
+                got.push((v, c.value(i)));
+            }
+        }
+        let s = |v: &[&str]| Some(v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            got,
+            vec![
+                (None, 1),
+                (s(&["a"]), 2),
+                (s(&["a", "b"]), 2),
+                (s(&["a", "c"]), 1),
+                (s(&["b"]), 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn first_last_roll_up_exactly_across_spills() {
+        let dir = tempfile::tempdir().unwrap();
+        let dims = vec![DimSlot {
+            name: "page".into(),
+            ty: ColumnType::String,
+        }];
+        let kinds = [
+            MetricKind::LongFirst,
+            MetricKind::StringLast,
+            MetricKind::FloatFirst,
+        ];
+        let mut ix = Indexer::new(
+            config(dir.path(), true, 1, 1000),
+            vec![
+                ("first".into(), kinds[0]),
+                ("last".into(), kinds[1]),
+                ("ffirst".into(), kinds[2]),
+            ],
+        );
+        // (row time, value time, value): every row spills on its own; the earliest and latest
+        // values are in the middle of the input.
+        for (vt, v) in [(50, 5), (20, 2), (90, 9), (20, 3), (90, 8), (60, 6)] {
+            let metrics = vec![
+                kinds[0]
+                    .init_at(Some(&serde_json::json!(v)), Some(vt), 1024)
+                    .unwrap(),
+                kinds[1]
+                    .init_at(Some(&serde_json::json!(format!("s{v}"))), Some(vt), 1024)
+                    .unwrap(),
+                kinds[2]
+                    .init_at(Some(&serde_json::json!(v)), None, 1024)
+                    .unwrap(),
+            ];
+            ix.add(
+                Row {
+                    time: 0,
+                    dims: vec![Val::Str("p".into())],
+                    metrics,
+                },
+                &dims,
+            )
+            .unwrap();
+        }
+        assert!(ix.spill_count() >= 5);
+        let segs = ix.finish(&dims, &|| false).unwrap();
+        let b = ParquetRecordBatchReaderBuilder::try_new(File::open(&segs[0].path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(b.num_rows(), 1);
+        let long = |c: usize| b.column(c).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(long(2).value(0), 2, "earliest time, first seen on a tie");
+        assert_eq!(
+            b.column(3).as_string::<i32>().value(0),
+            "s8",
+            "latest, last seen"
+        );
+        assert!(b.column(4).is_null(0), "no time: nothing to keep");
+        // Hidden time columns follow the listed ones.
+        let schema = b.schema();
+        assert_eq!(schema.field(5).name(), &hidden_time_column("first"));
+        assert_eq!(long(5).value(0), 20);
+        assert_eq!(long(6).value(0), 90);
+        assert!(b.column(7).is_null(0));
+        assert_eq!(segs[0].schema.columns.len(), 4);
+        assert_eq!(segs[0].schema.columns[2].ty, ColumnType::String);
+        assert_eq!(segs[0].schema.columns[3].ty, ColumnType::Float);
     }
 }

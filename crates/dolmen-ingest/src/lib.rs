@@ -9,10 +9,12 @@
 //! Parquet segment files per time chunk; the files are pushed to deep storage and published in
 //! one metadata transaction.
 
+pub mod columnar;
 pub mod expr;
 pub mod filter;
 pub mod index;
 pub mod input;
+pub mod partition;
 pub mod rows;
 pub mod spec;
 pub mod task;

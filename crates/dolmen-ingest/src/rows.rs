@@ -1,5 +1,23 @@
 //! Rows as the indexer holds them: typed dimension values and metric accumulators, with the
 //! sort order of segment files (`__time`, then dimensions in order, nulls first) and rollup.
+//!
+//! # Multi-value string dimensions
+//! A JSON array (or a CSV/TSV field split by `listDelimiter`) in a string dimension becomes a
+//! multi-value row ([`Val::Multi`]) after the dimension's `multiValueHandling`
+//! (`SORTED_ARRAY` sorts and keeps duplicates, `SORTED_SET` sorts and drops them, `ARRAY` keeps
+//! input order; Druid's `docs/querying/multi-value-dimensions.md`). A row left with one value is
+//! the plain string ([`Val::Str`]), an empty array is null. Null elements are kept and sort
+//! first. For sorting and rollup the whole (handled) list is the value: lists compare element by
+//! element, a shorter prefix first, and a plain string compares as a one-element list.
+//!
+//! # First/last metrics
+//! `longFirst`, `doubleLast`, `stringFirst`, ... keep the value at the earliest (latest) time:
+//! the row's timestamp before `queryGranularity` truncation, or the `timeColumn` field. As in
+//! Druid's `NumericFirstAggregator`/`NumericLastAggregator` with SQL-compatible nulls, a null
+//! value at the earliest (latest) time wins (the result is null), rows without a time are
+//! skipped, `first` keeps the earlier-seen row on a tie and `last` takes the later-seen one.
+//! The accumulator carries the time ([`Acc::TimedLong`], ...) so that combining partial results
+//! (spilled runs, see `index.rs`) stays exact.
 
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
@@ -7,7 +25,8 @@ use std::hash::{Hash, Hasher};
 use dolmen_segment::ColumnType;
 use serde_json::Value;
 
-use crate::spec::MetricSpec;
+use crate::input::InputRow;
+use crate::spec::{MetricSpec, MultiValueHandling};
 
 /// One dimension value.
 #[derive(Debug, Clone)]
@@ -16,6 +35,9 @@ pub enum Val {
     Null,
     /// A string.
     Str(Box<str>),
+    /// A multi-value string row with at least two values (after `multiValueHandling`); elements
+    /// may be null. Build it with [`multi_value`].
+    Multi(Box<[Option<Box<str>>]>),
     /// A long.
     Long(i64),
     /// A float.
@@ -31,8 +53,20 @@ impl Val {
             Val::Long(_) => 1,
             Val::Float(_) => 2,
             Val::Double(_) => 3,
-            Val::Str(_) => 4,
+            Val::Str(_) | Val::Multi(_) => 4,
         }
+    }
+}
+
+/// Compares a plain string with a multi-value row as a one-element list.
+fn cmp_str_multi(a: &str, b: &[Option<Box<str>>]) -> Ordering {
+    match b.first() {
+        None => Ordering::Greater,
+        Some(None) => Ordering::Greater,
+        Some(Some(first)) => a
+            .as_bytes()
+            .cmp(first.as_bytes())
+            .then_with(|| 1.cmp(&b.len())),
     }
 }
 
@@ -54,6 +88,9 @@ impl Ord for Val {
         match (self, other) {
             (Val::Null, Val::Null) => Ordering::Equal,
             (Val::Str(a), Val::Str(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (Val::Multi(a), Val::Multi(b)) => a.iter().cmp(b.iter()),
+            (Val::Str(a), Val::Multi(b)) => cmp_str_multi(a, b),
+            (Val::Multi(a), Val::Str(b)) => cmp_str_multi(b, a).reverse(),
             (Val::Long(a), Val::Long(b)) => a.cmp(b),
             (Val::Float(a), Val::Float(b)) => a.total_cmp(b),
             (Val::Double(a), Val::Double(b)) => a.total_cmp(b),
@@ -68,10 +105,37 @@ impl Hash for Val {
         match self {
             Val::Null => {}
             Val::Str(s) => s.hash(state),
+            Val::Multi(v) => {
+                // A plain string never equals a multi-value row (which has two or more values),
+                // so the two may hash differently.
+                0xffu8.hash(state);
+                v.hash(state);
+            }
             Val::Long(v) => v.hash(state),
             Val::Float(v) => v.to_bits().hash(state),
             Val::Double(v) => v.to_bits().hash(state),
         }
+    }
+}
+
+/// Applies `multiValueHandling` to the values of one row and builds its dimension value: null
+/// for no values, the plain string (or null) for one, [`Val::Multi`] otherwise.
+pub fn multi_value(mut values: Vec<Option<Box<str>>>, handling: MultiValueHandling) -> Val {
+    match handling {
+        MultiValueHandling::Array => {}
+        MultiValueHandling::SortedArray => values.sort_unstable(),
+        MultiValueHandling::SortedSet => {
+            values.sort_unstable();
+            values.dedup();
+        }
+    }
+    match values.len() {
+        0 => Val::Null,
+        1 => match values.pop().flatten() {
+            Some(s) => Val::Str(s),
+            None => Val::Null,
+        },
+        _ => Val::Multi(values.into_boxed_slice()),
     }
 }
 
@@ -130,13 +194,53 @@ fn json_to_i64(v: &Value) -> Result<Option<i64>, ConversionError> {
     }
 }
 
-/// Converts an input value to a dimension value of type `ty`, as Druid's
-/// `DimensionHandlerUtils.convertObjectTo*` does.
+/// Converts an input value to a dimension value of type `ty` with the default
+/// `multiValueHandling` (`SORTED_ARRAY`); see [`to_dim_val`].
 ///
 /// # Errors
-/// [`ConversionError`] when a numeric dimension gets a non-numeric value.
+/// [`ConversionError`] when a numeric dimension gets a non-numeric value or several values.
 pub fn to_val(v: Option<&Value>, ty: ColumnType) -> Result<Val, ConversionError> {
+    to_dim_val(v, ty, MultiValueHandling::default())
+}
+
+/// One element of a multi-value row as text: strings as they are, numbers and booleans in their
+/// JSON form, nested arrays and objects as compact JSON, null as a null element.
+fn element_string(v: &Value) -> Option<Box<str>> {
+    match v {
+        Value::Null => None,
+        Value::String(s) => Some(s.as_str().into()),
+        other => Some(other.to_string().into_boxed_str()),
+    }
+}
+
+/// Converts an input value to a dimension value of type `ty`, as Druid's
+/// `DimensionHandlerUtils.convertObjectTo*` does. For a string dimension a JSON array is a
+/// multi-value row, stored after `handling` (see [`multi_value`]). A numeric dimension takes a
+/// one-element array as its element and an empty one as null.
+///
+/// # Errors
+/// [`ConversionError`] when a numeric dimension gets a non-numeric value or several values.
+pub fn to_dim_val(
+    v: Option<&Value>,
+    ty: ColumnType,
+    handling: MultiValueHandling,
+) -> Result<Val, ConversionError> {
     let Some(v) = v else { return Ok(Val::Null) };
+    if let Value::Array(items) = v {
+        return match (ty, items.as_slice()) {
+            (ColumnType::String, _) => Ok(multi_value(
+                items.iter().map(element_string).collect(),
+                handling,
+            )),
+            (_, []) => Ok(Val::Null),
+            (_, [one]) => to_dim_val(Some(one), ty, handling),
+            (_, _) => Err(ConversionError(format!(
+                "could not convert value [{v}] to {}: a {} dimension cannot have multiple values",
+                ty.druid_name().to_ascii_lowercase(),
+                ty.druid_name().to_ascii_lowercase()
+            ))),
+        };
+    }
     Ok(match ty {
         ColumnType::String => match json_to_string(v) {
             Some(s) => Val::Str(s.into_boxed_str()),
@@ -176,6 +280,22 @@ pub enum MetricKind {
     DoubleMax,
     /// Float sum.
     FloatSum,
+    /// Long value at the earliest time.
+    LongFirst,
+    /// Long value at the latest time.
+    LongLast,
+    /// Double value at the earliest time.
+    DoubleFirst,
+    /// Double value at the latest time.
+    DoubleLast,
+    /// Float value at the earliest time.
+    FloatFirst,
+    /// Float value at the latest time.
+    FloatLast,
+    /// String value at the earliest time.
+    StringFirst,
+    /// String value at the latest time.
+    StringLast,
 }
 
 impl MetricKind {
@@ -190,27 +310,106 @@ impl MetricKind {
             MetricSpec::DoubleMin(_) => MetricKind::DoubleMin,
             MetricSpec::DoubleMax(_) => MetricKind::DoubleMax,
             MetricSpec::FloatSum(_) => MetricKind::FloatSum,
+            MetricSpec::LongFirst(_) => MetricKind::LongFirst,
+            MetricSpec::LongLast(_) => MetricKind::LongLast,
+            MetricSpec::DoubleFirst(_) => MetricKind::DoubleFirst,
+            MetricSpec::DoubleLast(_) => MetricKind::DoubleLast,
+            MetricSpec::FloatFirst(_) => MetricKind::FloatFirst,
+            MetricSpec::FloatLast(_) => MetricKind::FloatLast,
+            MetricSpec::StringFirst(_) => MetricKind::StringFirst,
+            MetricSpec::StringLast(_) => MetricKind::StringLast,
         }
     }
 
     /// The stored column type.
     pub fn column_type(self) -> ColumnType {
         match self {
-            MetricKind::Count | MetricKind::LongSum | MetricKind::LongMin | MetricKind::LongMax => {
-                ColumnType::Long
+            MetricKind::Count
+            | MetricKind::LongSum
+            | MetricKind::LongMin
+            | MetricKind::LongMax
+            | MetricKind::LongFirst
+            | MetricKind::LongLast => ColumnType::Long,
+            MetricKind::DoubleSum
+            | MetricKind::DoubleMin
+            | MetricKind::DoubleMax
+            | MetricKind::DoubleFirst
+            | MetricKind::DoubleLast => ColumnType::Double,
+            MetricKind::FloatSum | MetricKind::FloatFirst | MetricKind::FloatLast => {
+                ColumnType::Float
             }
-            MetricKind::DoubleSum | MetricKind::DoubleMin | MetricKind::DoubleMax => {
-                ColumnType::Double
-            }
-            MetricKind::FloatSum => ColumnType::Float,
+            MetricKind::StringFirst | MetricKind::StringLast => ColumnType::String,
         }
     }
 
-    /// The accumulator for one input row with input value `v` (`None` = null/missing).
+    /// Whether this is a first aggregator (value at the earliest time).
+    pub fn is_first(self) -> bool {
+        matches!(
+            self,
+            MetricKind::LongFirst
+                | MetricKind::DoubleFirst
+                | MetricKind::FloatFirst
+                | MetricKind::StringFirst
+        )
+    }
+
+    /// Whether this is a last aggregator (value at the latest time).
+    pub fn is_last(self) -> bool {
+        matches!(
+            self,
+            MetricKind::LongLast
+                | MetricKind::DoubleLast
+                | MetricKind::FloatLast
+                | MetricKind::StringLast
+        )
+    }
+
+    /// Whether the accumulator carries a time (first/last aggregators).
+    pub fn is_timed(self) -> bool {
+        self.is_first() || self.is_last()
+    }
+
+    /// The time of an accumulator that has seen no row with a time: later than every time for
+    /// first aggregators, earlier for last ones.
+    pub fn empty_time(self) -> i64 {
+        if self.is_last() { i64::MIN } else { i64::MAX }
+    }
+
+    /// The accumulator for one input row with input value `v` (`None` = null/missing). First/last
+    /// aggregators get no time here and so ignore the row; use [`MetricKind::init_at`].
     ///
     /// # Errors
     /// When the input is not numeric.
     pub fn init(self, v: Option<&Value>) -> Result<Acc, ConversionError> {
+        self.init_at(v, None, crate::spec::DEFAULT_MAX_STRING_BYTES)
+    }
+
+    /// The accumulator for one input row with input value `v` at `time` (first/last
+    /// aggregators; `None` when the row has no time, which the aggregator skips). String values
+    /// are cut to `max_string_bytes` UTF-8 bytes at a character boundary.
+    ///
+    /// # Errors
+    /// When the input is not numeric (numeric aggregators).
+    pub fn init_at(
+        self,
+        v: Option<&Value>,
+        time: Option<i64>,
+        max_string_bytes: u32,
+    ) -> Result<Acc, ConversionError> {
+        if self.is_timed() {
+            let Some(t) = time else {
+                return Ok(self.empty());
+            };
+            return Ok(match self.column_type() {
+                ColumnType::Long => Acc::TimedLong(t, v.map(json_to_i64).transpose()?.flatten()),
+                ColumnType::String => Acc::TimedStr(
+                    t,
+                    v.and_then(json_to_string)
+                        .map(|s| truncate_utf8(s, max_string_bytes as usize).into_boxed_str()),
+                ),
+                _ => Acc::TimedDouble(t, v.map(json_to_f64).transpose()?.flatten()),
+            });
+        }
         Ok(match self {
             MetricKind::Count => Acc::Long(Some(1)),
             MetricKind::LongSum | MetricKind::LongMin | MetricKind::LongMax => Acc::Long(match v {
@@ -224,8 +423,26 @@ impl MetricKind {
         })
     }
 
-    /// Combines two accumulators (nulls are ignored; all-null stays null, as Druid's
-    /// SQL-compatible null handling).
+    /// The accumulator of no row: null (first/last: null at [`MetricKind::empty_time`]).
+    pub fn empty(self) -> Acc {
+        if !self.is_timed() {
+            return if self.column_type() == ColumnType::Long {
+                Acc::Long(None)
+            } else {
+                Acc::Double(None)
+            };
+        }
+        let t = self.empty_time();
+        match self.column_type() {
+            ColumnType::Long => Acc::TimedLong(t, None),
+            ColumnType::String => Acc::TimedStr(t, None),
+            _ => Acc::TimedDouble(t, None),
+        }
+    }
+
+    /// Combines accumulator `b` into `a`, where `b` comes from rows seen after `a`'s. Sums, min
+    /// and max ignore nulls (all-null stays null, as Druid's SQL-compatible null handling);
+    /// first/last keep the value with the earlier (later) time, see the module docs.
     pub fn combine(self, a: &mut Acc, b: &Acc) {
         match (a, b) {
             (Acc::Long(x), Acc::Long(y)) => {
@@ -248,18 +465,92 @@ impl MetricKind {
                     }),
                 }
             }
-            _ => {}
+            (a, b) => {
+                if let (Some(ta), Some(tb)) = (a.time(), b.time()) {
+                    let take = if self.is_last() { tb >= ta } else { tb < ta };
+                    if take {
+                        *a = b.clone();
+                    }
+                }
+            }
         }
     }
 }
 
+/// Cuts `s` to at most `max` UTF-8 bytes at a character boundary.
+fn truncate_utf8(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
 /// A metric accumulator.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Acc {
     /// Long-valued (count, long aggregators).
     Long(Option<i64>),
     /// Double-valued (double and float aggregators).
     Double(Option<f64>),
+    /// `longFirst`/`longLast`: the time of the value (ms; [`MetricKind::empty_time`] before any
+    /// row with a time) and the value.
+    TimedLong(i64, Option<i64>),
+    /// `doubleFirst`/`doubleLast`/`floatFirst`/`floatLast`: time and value.
+    TimedDouble(i64, Option<f64>),
+    /// `stringFirst`/`stringLast`: time and value.
+    TimedStr(i64, Option<Box<str>>),
+}
+
+impl Acc {
+    /// The time of a first/last accumulator.
+    pub fn time(&self) -> Option<i64> {
+        match self {
+            Acc::TimedLong(t, _) | Acc::TimedDouble(t, _) | Acc::TimedStr(t, _) => Some(*t),
+            Acc::Long(_) | Acc::Double(_) => None,
+        }
+    }
+}
+
+/// The accumulator of metric `spec` (of kind `kind`) for one input row: `v` is its input value,
+/// `ts` the row's timestamp (ms, before `queryGranularity` truncation). First/last aggregators
+/// take their time from `timeColumn` when set (a number of epoch milliseconds; a missing or
+/// null time skips the row for that aggregator).
+///
+/// # Errors
+/// When the input value, or the `timeColumn` value, is not a number where one is needed.
+pub fn init_metric(
+    kind: MetricKind,
+    spec: &MetricSpec,
+    v: Option<&Value>,
+    row: &InputRow,
+    ts: i64,
+) -> Result<Acc, ConversionError> {
+    if !kind.is_timed() {
+        return kind.init(v);
+    }
+    let time = match spec.time_column() {
+        None => Some(ts),
+        Some(c) => match row.get(c) {
+            None => None,
+            Some(t) => json_to_i64(t).map_err(|e| {
+                ConversionError(format!(
+                    "metric [{}] timeColumn [{c}]: {}",
+                    spec.name(),
+                    e.0
+                ))
+            })?,
+        },
+    };
+    kind.init_at(
+        v,
+        time,
+        spec.max_string_bytes()
+            .unwrap_or(crate::spec::DEFAULT_MAX_STRING_BYTES),
+    )
 }
 
 /// A row in the indexer: truncated time, dimension values (possibly fewer than the current
@@ -364,5 +655,168 @@ mod tests {
         let mut n = Acc::Double(None);
         MetricKind::DoubleMax.combine(&mut n, &Acc::Double(None));
         assert_eq!(n, Acc::Double(None));
+    }
+
+    fn strs(v: &[&str]) -> Val {
+        Val::Multi(v.iter().map(|s| Some(Box::<str>::from(*s))).collect())
+    }
+
+    #[test]
+    fn multi_value_handling() {
+        let v = json!(["b", "a", "b"]);
+        assert_eq!(
+            to_dim_val(
+                Some(&v),
+                ColumnType::String,
+                MultiValueHandling::SortedArray
+            )
+            .unwrap(),
+            strs(&["a", "b", "b"])
+        );
+        assert_eq!(
+            to_dim_val(Some(&v), ColumnType::String, MultiValueHandling::SortedSet).unwrap(),
+            strs(&["a", "b"])
+        );
+        assert_eq!(
+            to_dim_val(Some(&v), ColumnType::String, MultiValueHandling::Array).unwrap(),
+            strs(&["b", "a", "b"])
+        );
+        // One value is the plain string, none is null; a set can collapse to one value.
+        assert_eq!(
+            to_val(Some(&json!(["x"])), ColumnType::String).unwrap(),
+            Val::Str("x".into())
+        );
+        assert_eq!(
+            to_val(Some(&json!([])), ColumnType::String).unwrap(),
+            Val::Null
+        );
+        assert_eq!(
+            to_dim_val(
+                Some(&json!(["x", "x"])),
+                ColumnType::String,
+                MultiValueHandling::SortedSet
+            )
+            .unwrap(),
+            Val::Str("x".into())
+        );
+        // Non-string elements become text; nulls are kept and sort first.
+        assert_eq!(
+            to_val(Some(&json!([2, null, true])), ColumnType::String).unwrap(),
+            Val::Multi(vec![None, Some("2".into()), Some("true".into())].into_boxed_slice())
+        );
+        // Numeric dimensions take one value only.
+        assert_eq!(
+            to_val(Some(&json!(["7"])), ColumnType::Long).unwrap(),
+            Val::Long(7)
+        );
+        let e = to_val(Some(&json!([1, 2])), ColumnType::Long).unwrap_err();
+        assert!(e.0.contains("cannot have multiple values"), "{}", e.0);
+    }
+
+    #[test]
+    fn multi_values_order_and_hash() {
+        use std::collections::HashSet;
+        let a = Val::Str("a".into());
+        let ab = strs(&["a", "b"]);
+        let b = Val::Str("b".into());
+        assert!(a < ab && ab < b);
+        assert!(strs(&["a", "b"]) < strs(&["a", "b", "c"]));
+        assert!(Val::Null < ab);
+        assert_eq!(ab.cmp(&a), Ordering::Greater);
+        let set: HashSet<Val> = [ab.clone(), strs(&["a", "b"]), a.clone()]
+            .into_iter()
+            .collect();
+        assert_eq!(set.len(), 2);
+    }
+
+    #[test]
+    fn first_last_accumulators() {
+        let first = MetricKind::LongFirst;
+        let mut a = first.init_at(Some(&json!(5)), Some(20), 1024).unwrap();
+        first.combine(
+            &mut a,
+            &first.init_at(Some(&json!(6)), Some(10), 1024).unwrap(),
+        );
+        first.combine(
+            &mut a,
+            &first.init_at(Some(&json!(7)), Some(10), 1024).unwrap(),
+        );
+        first.combine(&mut a, &first.init_at(Some(&json!(8)), None, 1024).unwrap());
+        assert_eq!(a, Acc::TimedLong(10, Some(6)), "ties keep the first seen");
+
+        let last = MetricKind::DoubleLast;
+        let mut a = last.init_at(Some(&json!(1.5)), Some(10), 1024).unwrap();
+        last.combine(
+            &mut a,
+            &last.init_at(Some(&json!(2.5)), Some(10), 1024).unwrap(),
+        );
+        assert_eq!(
+            a,
+            Acc::TimedDouble(10, Some(2.5)),
+            "ties take the last seen"
+        );
+        last.combine(&mut a, &last.init_at(None, Some(11), 1024).unwrap());
+        assert_eq!(
+            a,
+            Acc::TimedDouble(11, None),
+            "a null at the latest time wins"
+        );
+        last.combine(&mut a, &last.empty());
+        assert_eq!(a, Acc::TimedDouble(11, None));
+
+        let s = MetricKind::StringFirst;
+        let a = s.init_at(Some(&json!("héllo")), Some(1), 2).unwrap();
+        assert_eq!(
+            a,
+            Acc::TimedStr(1, Some("h".into())),
+            "cut at a char boundary"
+        );
+        assert_eq!(
+            s.init_at(Some(&json!(12)), Some(1), 1024).unwrap(),
+            Acc::TimedStr(1, Some("12".into()))
+        );
+        assert!(
+            MetricKind::LongLast
+                .init_at(Some(&json!("x")), Some(1), 1)
+                .is_err()
+        );
+        assert_eq!(MetricKind::StringLast.column_type(), ColumnType::String);
+        assert_eq!(MetricKind::FloatFirst.column_type(), ColumnType::Float);
+    }
+
+    #[test]
+    fn init_metric_reads_time_column() {
+        let spec: MetricSpec = serde_json::from_value(
+            json!({"type": "longLast", "name": "l", "fieldName": "v", "timeColumn": "t"}),
+        )
+        .unwrap();
+        let Value::Object(row) = json!({"v": 3, "t": 100}) else {
+            unreachable!()
+        };
+        let k = MetricKind::of(&spec);
+        assert_eq!(
+            init_metric(k, &spec, row.get("v"), &row, 5).unwrap(),
+            Acc::TimedLong(100, Some(3))
+        );
+        let Value::Object(no_time) = json!({"v": 3}) else {
+            unreachable!()
+        };
+        assert_eq!(
+            init_metric(k, &spec, no_time.get("v"), &no_time, 5).unwrap(),
+            k.empty()
+        );
+        let Value::Object(bad) = json!({"v": 3, "t": "soon"}) else {
+            unreachable!()
+        };
+        let e = init_metric(k, &spec, bad.get("v"), &bad, 5).unwrap_err();
+        assert!(e.0.contains("timeColumn [t]"), "{}", e.0);
+        let dflt: MetricSpec = serde_json::from_value(
+            json!({"type": "stringFirst", "name": "s", "fieldName": "v", "maxStringBytes": 1}),
+        )
+        .unwrap();
+        assert_eq!(
+            init_metric(MetricKind::of(&dflt), &dflt, row.get("v"), &row, 5).unwrap(),
+            Acc::TimedStr(5, Some("3".into()))
+        );
     }
 }

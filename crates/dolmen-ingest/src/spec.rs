@@ -101,13 +101,41 @@ pub struct DimensionsSpec {
 }
 
 /// One dimension: a plain name (a string dimension) or a typed object.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum DimensionSchema {
     /// A string dimension by name.
     Name(String),
     /// A typed dimension.
     Typed(TypedDimension),
+}
+
+impl<'de> Deserialize<'de> for DimensionSchema {
+    /// A string is a name; an object is a [`TypedDimension`], whose own errors (unknown field,
+    /// bad `multiValueHandling`) come through with their path.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = DimensionSchema;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a dimension name or a dimension object")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(DimensionSchema::Name(v.to_string()))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                TypedDimension::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(DimensionSchema::Typed)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A dimension object: `{"type": "long", "name": "added"}`.
@@ -121,7 +149,7 @@ pub struct TypedDimension {
     pub name: String,
     /// `SORTED_ARRAY` (default), `SORTED_SET`, `ARRAY` (multi-value strings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub multi_value_handling: Option<String>,
+    pub multi_value_handling: Option<MultiValueHandling>,
     /// Whether to index the dimension (Parquet statistics are always written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_bitmap_index: Option<bool>,
@@ -129,6 +157,51 @@ pub struct TypedDimension {
 
 fn default_dim_type() -> String {
     "string".to_string()
+}
+
+/// How a string dimension stores a row with several values (`multiValueHandling`, Druid's
+/// `docs/querying/multi-value-dimensions.md`). Names are read case-insensitively and written
+/// upper-case, as Druid's `MultiValueHandling.fromString` does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum MultiValueHandling {
+    /// Sort the values, keep duplicates (the default).
+    #[default]
+    SortedArray,
+    /// Sort the values and drop duplicates.
+    SortedSet,
+    /// Keep the values in input order.
+    Array,
+}
+
+impl MultiValueHandling {
+    /// Druid's name: `SORTED_ARRAY`, `SORTED_SET` or `ARRAY`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MultiValueHandling::SortedArray => "SORTED_ARRAY",
+            MultiValueHandling::SortedSet => "SORTED_SET",
+            MultiValueHandling::Array => "ARRAY",
+        }
+    }
+}
+
+impl Serialize for MultiValueHandling {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for MultiValueHandling {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.to_ascii_uppercase().as_str() {
+            "SORTED_ARRAY" => Ok(MultiValueHandling::SortedArray),
+            "SORTED_SET" => Ok(MultiValueHandling::SortedSet),
+            "ARRAY" => Ok(MultiValueHandling::Array),
+            _ => Err(serde::de::Error::custom(format!(
+                "unknown multiValueHandling [{s}]; expected SORTED_ARRAY, SORTED_SET or ARRAY"
+            ))),
+        }
+    }
 }
 
 impl DimensionSchema {
@@ -139,10 +212,19 @@ impl DimensionSchema {
             DimensionSchema::Typed(t) => &t.name,
         }
     }
+
+    /// The effective `multiValueHandling` (default `SORTED_ARRAY`).
+    pub fn multi_value_handling(&self) -> MultiValueHandling {
+        match self {
+            DimensionSchema::Name(_) => MultiValueHandling::default(),
+            DimensionSchema::Typed(t) => t.multi_value_handling.unwrap_or_default(),
+        }
+    }
 }
 
 /// An ingestion-time aggregator (`metricsSpec` element): `{"type": "longSum", "name": ...,
-/// "fieldName": ...}` (Druid's `docs/ingestion/ingestion-spec.md#metricsspec`).
+/// "fieldName": ...}` (Druid's `docs/ingestion/ingestion-spec.md#metricsspec` and
+/// `docs/querying/aggregations.md`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum MetricSpec {
@@ -162,6 +244,22 @@ pub enum MetricSpec {
     DoubleMin(FieldAggregator),
     /// Maximum as a double.
     DoubleMax(FieldAggregator),
+    /// The long value at the earliest time.
+    LongFirst(FirstLastAggregator),
+    /// The long value at the latest time.
+    LongLast(FirstLastAggregator),
+    /// The double value at the earliest time.
+    DoubleFirst(FirstLastAggregator),
+    /// The double value at the latest time.
+    DoubleLast(FirstLastAggregator),
+    /// The float value at the earliest time.
+    FloatFirst(FirstLastAggregator),
+    /// The float value at the latest time.
+    FloatLast(FirstLastAggregator),
+    /// The string value at the earliest time.
+    StringFirst(StringFirstLastAggregator),
+    /// The string value at the latest time.
+    StringLast(StringFirstLastAggregator),
 }
 
 /// The fields of a `count` aggregator.
@@ -186,10 +284,45 @@ pub struct FieldAggregator {
     pub expression: Option<String>,
 }
 
+/// The fields of a numeric first/last aggregator (`longFirst`, `doubleLast`, ...):
+/// `{"type": "longFirst", "name": ..., "fieldName": ..., "timeColumn": ...}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FirstLastAggregator {
+    /// Output column.
+    pub name: String,
+    /// Input field.
+    pub field_name: String,
+    /// Field holding each row's time in epoch milliseconds (default `__time`, the row's
+    /// timestamp before `queryGranularity` truncation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_column: Option<String>,
+}
+
+/// The fields of `stringFirst` / `stringLast`: a [`FirstLastAggregator`] plus
+/// `maxStringBytes`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StringFirstLastAggregator {
+    /// Output column.
+    pub name: String,
+    /// Input field.
+    pub field_name: String,
+    /// Field holding each row's time in epoch milliseconds (default `__time`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_column: Option<String>,
+    /// Longest value kept, in UTF-8 bytes (default 1024); longer values are cut at a character
+    /// boundary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_string_bytes: Option<u32>,
+}
+
+/// Druid's default `maxStringBytes` of `stringFirst`/`stringLast`.
+pub const DEFAULT_MAX_STRING_BYTES: u32 = 1024;
+
 impl MetricSpec {
     fn fields(&self) -> Option<&FieldAggregator> {
         match self {
-            MetricSpec::Count(_) => None,
             MetricSpec::LongSum(f)
             | MetricSpec::DoubleSum(f)
             | MetricSpec::FloatSum(f)
@@ -197,24 +330,74 @@ impl MetricSpec {
             | MetricSpec::LongMax(f)
             | MetricSpec::DoubleMin(f)
             | MetricSpec::DoubleMax(f) => Some(f),
+            _ => None,
         }
     }
 
     /// Output column name.
     pub fn name(&self) -> &str {
-        match (self, self.fields()) {
-            (MetricSpec::Count(c), _) => &c.name,
-            (_, Some(f)) => &f.name,
-            (_, None) => "",
+        match self {
+            MetricSpec::Count(c) => &c.name,
+            MetricSpec::LongFirst(f)
+            | MetricSpec::LongLast(f)
+            | MetricSpec::DoubleFirst(f)
+            | MetricSpec::DoubleLast(f)
+            | MetricSpec::FloatFirst(f)
+            | MetricSpec::FloatLast(f) => &f.name,
+            MetricSpec::StringFirst(f) | MetricSpec::StringLast(f) => &f.name,
+            other => other.fields().map_or("", |f| f.name.as_str()),
         }
     }
 
     /// Input field and expression, if any.
     pub fn input(&self) -> (Option<&str>, Option<&str>) {
-        match self.fields() {
-            Some(f) => (f.field_name.as_deref(), f.expression.as_deref()),
-            None => (None, None),
+        match self {
+            MetricSpec::LongFirst(f)
+            | MetricSpec::LongLast(f)
+            | MetricSpec::DoubleFirst(f)
+            | MetricSpec::DoubleLast(f)
+            | MetricSpec::FloatFirst(f)
+            | MetricSpec::FloatLast(f) => (Some(f.field_name.as_str()), None),
+            MetricSpec::StringFirst(f) | MetricSpec::StringLast(f) => {
+                (Some(f.field_name.as_str()), None)
+            }
+            other => match other.fields() {
+                Some(f) => (f.field_name.as_deref(), f.expression.as_deref()),
+                None => (None, None),
+            },
         }
+    }
+
+    /// For first/last aggregators: the `timeColumn` (`None` for the default `__time`).
+    pub fn time_column(&self) -> Option<&str> {
+        let t = match self {
+            MetricSpec::LongFirst(f)
+            | MetricSpec::LongLast(f)
+            | MetricSpec::DoubleFirst(f)
+            | MetricSpec::DoubleLast(f)
+            | MetricSpec::FloatFirst(f)
+            | MetricSpec::FloatLast(f) => f.time_column.as_deref(),
+            MetricSpec::StringFirst(f) | MetricSpec::StringLast(f) => f.time_column.as_deref(),
+            _ => None,
+        };
+        t.filter(|c| *c != crate::TIME_COLUMN)
+    }
+
+    /// For `stringFirst`/`stringLast`: the effective `maxStringBytes` (default 1024); `None`
+    /// for other aggregators.
+    pub fn max_string_bytes(&self) -> Option<u32> {
+        match self {
+            MetricSpec::StringFirst(f) | MetricSpec::StringLast(f) => {
+                Some(f.max_string_bytes.unwrap_or(DEFAULT_MAX_STRING_BYTES))
+            }
+            _ => None,
+        }
+    }
+
+    /// Input fields the aggregator reads (input field and `timeColumn`), which schema
+    /// discovery leaves out of the dimensions as Druid does (`AggregatorFactory.requiredFields`).
+    pub fn required_fields(&self) -> impl Iterator<Item = &str> {
+        self.input().0.into_iter().chain(self.time_column())
     }
 
     /// Druid's aggregator type name.
@@ -228,6 +411,14 @@ impl MetricSpec {
             MetricSpec::LongMax(_) => "longMax",
             MetricSpec::DoubleMin(_) => "doubleMin",
             MetricSpec::DoubleMax(_) => "doubleMax",
+            MetricSpec::LongFirst(_) => "longFirst",
+            MetricSpec::LongLast(_) => "longLast",
+            MetricSpec::DoubleFirst(_) => "doubleFirst",
+            MetricSpec::DoubleLast(_) => "doubleLast",
+            MetricSpec::FloatFirst(_) => "floatFirst",
+            MetricSpec::FloatLast(_) => "floatLast",
+            MetricSpec::StringFirst(_) => "stringFirst",
+            MetricSpec::StringLast(_) => "stringLast",
         }
     }
 }
@@ -299,7 +490,8 @@ pub struct IoConfig {
     pub io_type: Option<String>,
     /// Where to read.
     pub input_source: InputSource,
-    /// How to parse.
+    /// How to parse (may be omitted only for the `druid` input source).
+    #[serde(default = "crate::input::absent_input_format")]
     pub input_format: InputFormat,
     /// Add segments to existing time chunks instead of replacing them.
     #[serde(default)]
@@ -309,9 +501,16 @@ pub struct IoConfig {
     pub drop_existing: bool,
 }
 
-/// `partitionsSpec` (dynamic partitioning; hashed and range follow).
+/// `partitionsSpec`: how each time chunk's rows are split into segments (Druid's
+/// `docs/ingestion/native-batch.md#partitionsspec`).
+///
+/// `dynamic` cuts a chunk every `maxRowsPerSegment` rows (best-effort rollup in Druid; Dolmen's
+/// rollup within one task is always perfect). `hashed` puts each row in the bucket of a hash of
+/// its partition dimensions, `single_dim` and `range` in the segment whose dimension-value range
+/// holds it; these "secondary partitioning" kinds need `forceGuaranteedRollup` and cannot
+/// append, as in Druid.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PartitionsSpec {
     /// Segments are cut every `maxRowsPerSegment` rows.
     #[serde(rename_all = "camelCase")]
@@ -323,6 +522,73 @@ pub enum PartitionsSpec {
         #[serde(default)]
         max_total_rows: Option<u64>,
     },
+    /// Hash partitioning.
+    #[serde(rename_all = "camelCase")]
+    Hashed {
+        /// Buckets per time chunk (exclusive with `targetRowsPerSegment`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        num_shards: Option<u32>,
+        /// Rows per segment aimed at; buckets per chunk = ceil(rows / target) (default 5000000
+        /// when `numShards` is absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target_rows_per_segment: Option<u64>,
+        /// Deprecated alias of `targetRowsPerSegment`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_rows_per_segment: Option<u64>,
+        /// Dimensions hashed (default: all dimensions and the truncated timestamp).
+        #[serde(default)]
+        partition_dimensions: Vec<String>,
+        /// Hash function (only `murmur3_32_abs`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        partition_function: Option<String>,
+    },
+    /// Range partitioning on one dimension.
+    #[serde(rename_all = "camelCase")]
+    SingleDim {
+        /// The partition dimension (a string dimension).
+        partition_dimension: String,
+        /// Rows per segment aimed at (exactly one of this and `maxRowsPerSegment`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target_rows_per_segment: Option<u64>,
+        /// Upper bound of rows per segment (exactly one of this and `targetRowsPerSegment`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_rows_per_segment: Option<u64>,
+        /// Accepted (the input is grouped by the build in any case).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assume_grouped: Option<bool>,
+    },
+    /// Range partitioning on several dimensions.
+    #[serde(rename_all = "camelCase")]
+    Range {
+        /// The partition dimensions, in order (string dimensions).
+        partition_dimensions: Vec<String>,
+        /// Rows per segment aimed at (exactly one of this and `maxRowsPerSegment`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target_rows_per_segment: Option<u64>,
+        /// Upper bound of rows per segment (exactly one of this and `targetRowsPerSegment`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_rows_per_segment: Option<u64>,
+        /// Accepted (the input is grouped by the build in any case).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assume_grouped: Option<bool>,
+    },
+}
+
+impl PartitionsSpec {
+    /// The Druid type name.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            PartitionsSpec::Dynamic { .. } => "dynamic",
+            PartitionsSpec::Hashed { .. } => "hashed",
+            PartitionsSpec::SingleDim { .. } => "single_dim",
+            PartitionsSpec::Range { .. } => "range",
+        }
+    }
+
+    /// Whether this is a secondary (hash or range) partitioning, which needs perfect rollup.
+    pub fn is_secondary(&self) -> bool {
+        !matches!(self, PartitionsSpec::Dynamic { .. })
+    }
 }
 
 /// `tuningConfig` (every field name the spec lists is accepted).
@@ -411,12 +677,30 @@ impl TuningConfig {
                 max_rows_per_segment,
                 ..
             }) => *max_rows_per_segment,
+            // Secondary partitioning decides segment sizes itself.
+            Some(_) => Some(u64::MAX),
             None => None,
         };
         from_partitions
             .or(self.max_rows_per_segment)
             .unwrap_or(5_000_000)
             .max(1)
+    }
+
+    /// The partitioning in effect: `partitionsSpec`, else the legacy `numShards` /
+    /// `partitionDimensions` fields as a `hashed` spec, else none (dynamic).
+    pub fn effective_partitions(&self) -> Option<PartitionsSpec> {
+        if let Some(p) = &self.partitions_spec {
+            return Some(p.clone());
+        }
+        let shards = self.num_shards.filter(|n| *n > 0)?;
+        Some(PartitionsSpec::Hashed {
+            num_shards: u32::try_from(shards).ok(),
+            target_rows_per_segment: None,
+            max_rows_per_segment: None,
+            partition_dimensions: self.partition_dimensions.clone().unwrap_or_default(),
+            partition_function: None,
+        })
     }
 
     /// Effective rows in memory before a spill (default 25000).
@@ -441,6 +725,126 @@ impl TuningConfig {
             .and_then(|v| v.get("dimensionCompression"))
             .and_then(|v| v.as_str())
             .map(str::to_string)
+    }
+}
+
+/// Druid's rules for `partitionsSpec` (`docs/ingestion/native-batch.md`): secondary
+/// partitioning needs `forceGuaranteedRollup` and no appending, `forceGuaranteedRollup` needs a
+/// secondary partitioning, `hashed` takes at most one of `numShards` and
+/// `targetRowsPerSegment`, `single_dim`/`range` exactly one of `targetRowsPerSegment` and
+/// `maxRowsPerSegment` and string partition dimensions that are dimensions of the spec.
+fn validate_partitioning(spec: &IndexTaskSpec) -> Result<(), IngestError> {
+    let tuning = &spec.spec.tuning_config;
+    let bad = |msg: String| Err(IngestError::InvalidSpec(format!("spec.tuningConfig.{msg}")));
+    let Some(p) = tuning.effective_partitions() else {
+        if tuning.force_guaranteed_rollup == Some(true) {
+            return bad(
+                "forceGuaranteedRollup: needs a hashed, single_dim or range partitionsSpec".into(),
+            );
+        }
+        return Ok(());
+    };
+    let forced = tuning.force_guaranteed_rollup == Some(true);
+    if p.is_secondary() && !forced {
+        return bad(format!(
+            "partitionsSpec: [{}] partitioning needs forceGuaranteedRollup = true; use dynamic partitioning for best-effort rollup",
+            p.type_name()
+        ));
+    }
+    if !p.is_secondary() && forced {
+        return bad("forceGuaranteedRollup: needs a hashed, single_dim or range partitionsSpec, not dynamic".into());
+    }
+    if forced && spec.spec.io_config.append_to_existing {
+        return bad("forceGuaranteedRollup: perfect rollup cannot be guaranteed when appending to existing data (spec.ioConfig.appendToExisting)".into());
+    }
+    let dims = &spec.spec.data_schema.dimensions_spec.dimensions;
+    let string_dim = |name: &str, field: &str| -> Result<(), IngestError> {
+        match dims.iter().find(|d| d.name() == name) {
+            Some(DimensionSchema::Typed(t)) if t.dim_type != "string" => bad(format!(
+                "partitionsSpec.{field}: [{name}] must be a string dimension, not {}",
+                t.dim_type
+            )),
+            Some(_) => Ok(()),
+            None if dims.is_empty() => Ok(()),
+            None => bad(format!(
+                "partitionsSpec.{field}: [{name}] is not in spec.dataSchema.dimensionsSpec.dimensions"
+            )),
+        }
+    };
+    match &p {
+        PartitionsSpec::Dynamic { .. } => {}
+        PartitionsSpec::Hashed {
+            num_shards,
+            target_rows_per_segment,
+            max_rows_per_segment,
+            partition_dimensions,
+            partition_function,
+        } => {
+            if num_shards.is_some() && (target_rows_per_segment.or(*max_rows_per_segment)).is_some()
+            {
+                return bad(
+                    "partitionsSpec: numShards and targetRowsPerSegment cannot both be set".into(),
+                );
+            }
+            if *num_shards == Some(0) {
+                return bad("partitionsSpec.numShards: must be positive".into());
+            }
+            if target_rows_per_segment.or(*max_rows_per_segment) == Some(0) {
+                return bad("partitionsSpec.targetRowsPerSegment: must be positive".into());
+            }
+            if let Some(f) = partition_function
+                && !f.eq_ignore_ascii_case("murmur3_32_abs")
+            {
+                return bad(format!(
+                    "partitionsSpec.partitionFunction: unknown function [{f}]; expected murmur3_32_abs"
+                ));
+            }
+            for d in partition_dimensions {
+                if !dims.is_empty() && !dims.iter().any(|x| x.name() == d) {
+                    return bad(format!(
+                        "partitionsSpec.partitionDimensions: [{d}] is not in spec.dataSchema.dimensionsSpec.dimensions"
+                    ));
+                }
+            }
+        }
+        PartitionsSpec::SingleDim {
+            partition_dimension,
+            target_rows_per_segment,
+            max_rows_per_segment,
+            ..
+        } => {
+            range_sizes(*target_rows_per_segment, *max_rows_per_segment)?;
+            string_dim(partition_dimension, "partitionDimension")?;
+        }
+        PartitionsSpec::Range {
+            partition_dimensions,
+            target_rows_per_segment,
+            max_rows_per_segment,
+            ..
+        } => {
+            range_sizes(*target_rows_per_segment, *max_rows_per_segment)?;
+            if partition_dimensions.is_empty() {
+                return bad(
+                    "partitionsSpec.partitionDimensions: at least one dimension is needed".into(),
+                );
+            }
+            for d in partition_dimensions {
+                string_dim(d, "partitionDimensions")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn range_sizes(target: Option<u64>, max: Option<u64>) -> Result<(), IngestError> {
+    match (target, max) {
+        (Some(0), _) | (_, Some(0)) => Err(IngestError::InvalidSpec(
+            "spec.tuningConfig.partitionsSpec: targetRowsPerSegment and maxRowsPerSegment must be positive".into(),
+        )),
+        (Some(_), None) | (None, Some(_)) => Ok(()),
+        _ => Err(IngestError::InvalidSpec(
+            "spec.tuningConfig.partitionsSpec: exactly one of targetRowsPerSegment or maxRowsPerSegment must be present".into(),
+        )),
     }
 }
 
@@ -489,6 +893,10 @@ impl IndexTaskSpec {
             }
         })?;
         spec.validate()?;
+        crate::input::validate_io_config(
+            &spec.spec.io_config.input_source,
+            v.pointer("/spec/ioConfig/inputFormat").is_some(),
+        )?;
         Ok(spec)
     }
 
@@ -504,6 +912,7 @@ impl IndexTaskSpec {
                 self.task_type
             )));
         }
+        validate_partitioning(self)?;
         let ds = &self.spec.data_schema;
         validate_data_source_name(&ds.data_source, "spec.dataSchema.dataSource")?;
         if let Some(top) = &self.data_source
@@ -541,6 +950,11 @@ impl IndexTaskSpec {
                     "spec.dataSchema.dimensionsSpec.dimensions: duplicate dimension [{n}]"
                 )));
             }
+            if crate::index::is_hidden_column(n) {
+                return Err(IngestError::InvalidSpec(format!(
+                    "spec.dataSchema.dimensionsSpec.dimensions: [{n}] is a reserved column name"
+                )));
+            }
             if let DimensionSchema::Typed(t) = d
                 && !matches!(t.dim_type.as_str(), "string" | "long" | "float" | "double")
             {
@@ -557,7 +971,7 @@ impl IndexTaskSpec {
         }
         for m in &ds.metrics_spec {
             let n = m.name();
-            if n.is_empty() || n == crate::TIME_COLUMN {
+            if n.is_empty() || n == crate::TIME_COLUMN || crate::index::is_hidden_column(n) {
                 return Err(IngestError::InvalidSpec(format!(
                     "spec.dataSchema.metricsSpec: invalid metric name [{n}]"
                 )));
@@ -579,9 +993,34 @@ impl IndexTaskSpec {
                         "spec.dataSchema.metricsSpec: metric [{n}] must have only one of fieldName and expression"
                     )));
                 }
+                (Some(""), None) => {
+                    return Err(IngestError::InvalidSpec(format!(
+                        "spec.dataSchema.metricsSpec: metric [{n}] has an empty fieldName"
+                    )));
+                }
                 _ => {}
             }
+            if let MetricSpec::LongFirst(FirstLastAggregator { time_column, .. })
+            | MetricSpec::LongLast(FirstLastAggregator { time_column, .. })
+            | MetricSpec::DoubleFirst(FirstLastAggregator { time_column, .. })
+            | MetricSpec::DoubleLast(FirstLastAggregator { time_column, .. })
+            | MetricSpec::FloatFirst(FirstLastAggregator { time_column, .. })
+            | MetricSpec::FloatLast(FirstLastAggregator { time_column, .. })
+            | MetricSpec::StringFirst(StringFirstLastAggregator { time_column, .. })
+            | MetricSpec::StringLast(StringFirstLastAggregator { time_column, .. }) = m
+                && time_column.as_deref() == Some("")
+            {
+                return Err(IngestError::InvalidSpec(format!(
+                    "spec.dataSchema.metricsSpec: metric [{n}] has an empty timeColumn"
+                )));
+            }
         }
+        // The input format's own settings (columns, delimiters, flattenSpec, Avro schema).
+        self.spec
+            .io_config
+            .input_format
+            .validate()
+            .map_err(|e| IngestError::InvalidSpec(format!("spec.ioConfig.inputFormat: {e}")))?;
         Ok(())
     }
 
@@ -637,5 +1076,72 @@ mod tests {
         let e = serde_json::from_value::<MetricSpec>(json!({"type": "median", "name": "a"}))
             .unwrap_err();
         assert!(e.to_string().contains("median"), "{e}");
+    }
+
+    #[test]
+    fn first_last_metric_specs() {
+        let m: MetricSpec = serde_json::from_value(
+            json!({"type": "stringLast", "name": "s", "fieldName": "page", "timeColumn": "t", "maxStringBytes": 10}),
+        )
+        .unwrap();
+        assert_eq!(m.type_name(), "stringLast");
+        assert_eq!(m.input(), (Some("page"), None));
+        assert_eq!(m.time_column(), Some("t"));
+        assert_eq!(m.max_string_bytes(), Some(10));
+        assert_eq!(m.required_fields().collect::<Vec<_>>(), vec!["page", "t"]);
+        let m: MetricSpec = serde_json::from_value(
+            json!({"type": "longFirst", "name": "f", "fieldName": "n", "timeColumn": "__time"}),
+        )
+        .unwrap();
+        assert_eq!(m.time_column(), None);
+        assert_eq!(m.max_string_bytes(), None);
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({"type": "longFirst", "name": "f", "fieldName": "n", "timeColumn": "__time"})
+        );
+        // Numeric kinds have no maxStringBytes; fieldName is required.
+        let e = serde_json::from_value::<MetricSpec>(
+            json!({"type": "doubleFirst", "name": "f", "fieldName": "n", "maxStringBytes": 1}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("maxStringBytes"), "{e}");
+        let e = serde_json::from_value::<MetricSpec>(json!({"type": "floatLast", "name": "f"}))
+            .unwrap_err();
+        assert!(e.to_string().contains("fieldName"), "{e}");
+    }
+
+    #[test]
+    fn multi_value_handling_parses_case_insensitively() {
+        let d: DimensionSchema = serde_json::from_value(
+            json!({"type": "string", "name": "tags", "multiValueHandling": "sorted_set"}),
+        )
+        .unwrap();
+        assert_eq!(d.multi_value_handling(), MultiValueHandling::SortedSet);
+        let DimensionSchema::Typed(t) = &d else {
+            panic!("typed")
+        };
+        assert_eq!(
+            serde_json::to_value(t).unwrap()["multiValueHandling"],
+            json!("SORTED_SET")
+        );
+        assert_eq!(
+            DimensionSchema::Name("x".into()).multi_value_handling(),
+            MultiValueHandling::SortedArray
+        );
+        let v = json!({
+            "type": "index_parallel",
+            "spec": {
+                "dataSchema": {
+                    "dataSource": "ds",
+                    "dimensionsSpec": {"dimensions": [{"type": "string", "name": "tags", "multiValueHandling": "BOGUS"}]}
+                },
+                "ioConfig": {"type": "index_parallel", "inputSource": {"type": "inline", "data": ""}, "inputFormat": {"type": "json"}}
+            }
+        });
+        let e = IndexTaskSpec::from_json(&v).unwrap_err().to_string();
+        assert!(
+            e.contains("dimensions[0].multiValueHandling") && e.contains("BOGUS"),
+            "{e}"
+        );
     }
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dolmen_common::time::{format_iso_millis, now_millis};
+use dolmen_common::time::now_millis;
 use dolmen_common::{Granularity, Interval};
 use dolmen_metadata::{MetadataStore, NewSegment, PublishMode, PublishRequest};
 use dolmen_segment::{ColumnType, DataSegment};
@@ -24,8 +24,9 @@ use crate::IngestError;
 use crate::expr::{Expr, ExprValue, RowBindings, compile_transforms};
 use crate::index::{BuiltSegment, DimSlot, Indexer, IndexerConfig};
 use crate::input::InputRow;
-use crate::rows::{MetricKind, Row, infer_type, to_val};
-use crate::spec::{DimensionSchema, IndexTaskSpec};
+use crate::partition::PartitionedSegment;
+use crate::rows::{MetricKind, Row, infer_type, init_metric, to_dim_val};
+use crate::spec::{DimensionSchema, IndexTaskSpec, MultiValueHandling};
 use crate::timestamp::TimestampParser;
 
 /// Row counters of a task (`rowStats.buildSegments` in the report), updated while it runs.
@@ -45,6 +46,8 @@ pub struct RowStats {
     pub saved: Mutex<Vec<Value>>,
     /// `ingestionState`: NOT_STARTED, BUILD_SEGMENTS, COMPLETED.
     pub state: Mutex<&'static str>,
+    /// Whether the segments were built by the columnar path (see [`crate::columnar`]).
+    pub columnar: std::sync::atomic::AtomicBool,
 }
 
 impl RowStats {
@@ -143,8 +146,9 @@ async fn run_inner(
     let cancel = env.cancel.clone();
     let work_dir = env.work_dir.clone();
     let span = tracing::Span::current();
+    let input_ctx = crate::input::InputContext::for_task(env);
     let built = tokio::task::spawn_blocking(move || {
-        span.in_scope(|| build_segments(&build_spec, &work_dir, &stats, &cancel))
+        span.in_scope(|| build_segments(&build_spec, &work_dir, &stats, &cancel, &input_ctx))
     })
     .await
     .map_err(|e| IngestError::Runtime(format!("indexing thread failed: {e}")))??;
@@ -157,18 +161,19 @@ async fn run_inner(
     if env.cancel.is_cancelled() {
         return Err(IngestError::Canceled);
     }
+    let built = secondary_partitioning(env, spec, built).await?;
 
     // Push to deep storage.
     let ds = spec.data_source().to_string();
     let mut pushed: Vec<NewSegment> = Vec::with_capacity(built.len());
-    for (i, b) in built.iter().enumerate() {
+    for (i, PartitionedSegment { built: b, shard }) in built.iter().enumerate() {
         let key = format!(
             "{ds}/{}/{}/{i}/index.parquet",
             b.interval.to_underscore_string(),
             env.task_id
         );
         match env.deep.push(&b.path, &key).await {
-            Ok(load_spec) => pushed.push(new_segment(b, load_spec)),
+            Ok(load_spec) => pushed.push(new_segment(b, load_spec, shard.clone())),
             Err(e) => {
                 cleanup(&env.deep, &pushed).await;
                 return Err(IngestError::Runtime(format!(
@@ -219,8 +224,53 @@ async fn run_inner(
     }
 }
 
-fn new_segment(b: &BuiltSegment, load_spec: dolmen_segment::LoadSpec) -> NewSegment {
+/// Applies a secondary `partitionsSpec` (hashed, single_dim, range) to the chunk segments; see
+/// [`crate::partition`]. Dynamic partitioning passes the segments through.
+async fn secondary_partitioning(
+    env: &IndexTaskEnv,
+    spec: &IndexTaskSpec,
+    built: Vec<BuiltSegment>,
+) -> Result<Vec<PartitionedSegment>, IngestError> {
+    let tuning = &spec.spec.tuning_config;
+    let Some(p) = tuning.effective_partitions().filter(|p| p.is_secondary()) else {
+        return Ok(built
+            .into_iter()
+            .map(|b| PartitionedSegment {
+                built: b,
+                shard: None,
+            })
+            .collect());
+    };
+    let compression = dolmen_segment::file::compression_for(tuning.compression().as_deref());
+    let work_dir = env.work_dir.clone();
+    let cancel = env.cancel.clone();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let span = tracing::Span::current();
+    let started = std::time::Instant::now();
+    let parts = tokio::task::spawn_blocking(move || {
+        span.in_scope(|| {
+            crate::partition::partition(built, &p, compression, &work_dir, threads, &|| {
+                cancel.is_cancelled()
+            })
+        })
+    })
+    .await
+    .map_err(|e| IngestError::Runtime(format!("partitioning thread failed: {e}")))??;
+    tracing::info!(
+        segments = parts.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "partitioned segments"
+    );
+    Ok(parts)
+}
+
+fn new_segment(
+    b: &BuiltSegment,
+    load_spec: dolmen_segment::LoadSpec,
+    shard: Option<dolmen_segment::ShardSpec>,
+) -> NewSegment {
     NewSegment {
+        shard,
         interval: b.interval,
         load_spec,
         dimensions: b.schema.dimensions().map(|c| c.name.clone()).collect(),
@@ -248,6 +298,9 @@ enum MetricInput {
 /// How dimensions are chosen for each row.
 struct Dimensions {
     slots: Vec<DimSlot>,
+    /// `multiValueHandling` of the declared dimensions by slot (discovered ones use the
+    /// default).
+    handling: Vec<MultiValueHandling>,
     index: HashMap<String, usize>,
     discover: bool,
     typed_discovery: bool,
@@ -274,26 +327,30 @@ impl Dimensions {
                 ty,
             });
         }
+        let handling = dspec
+            .dimensions
+            .iter()
+            .map(DimensionSchema::multi_value_handling)
+            .collect();
         let index = slots
             .iter()
             .enumerate()
             .map(|(i, s)| (s.name.clone(), i))
             .collect();
         // Excluded from discovery: explicit exclusions, the timestamp column, metric names and
-        // metric input fields (Druid's defaults).
+        // the fields metrics read (input fields, first/last `timeColumn`s; Druid's defaults).
         let mut excluded: HashSet<String> = dspec.dimension_exclusions.iter().cloned().collect();
         excluded.insert(ds.timestamp_spec.column.clone());
         excluded.insert(crate::TIME_COLUMN.to_string());
         for m in &ds.metrics_spec {
             excluded.insert(m.name().to_string());
-            if let (Some(f), _) = m.input() {
-                excluded.insert(f.to_string());
-            }
+            excluded.extend(m.required_fields().map(str::to_string));
         }
         Dimensions {
             discover: dspec.dimensions.is_empty() || dspec.include_all_dimensions,
             typed_discovery: dspec.use_schema_discovery,
             slots,
+            handling,
             index,
             excluded,
         }
@@ -309,7 +366,10 @@ impl Dimensions {
             if !crate::input::is_discoverable(v, false) {
                 continue;
             }
-            if !self.index.contains_key(k) && !self.excluded.contains(k) {
+            if !self.index.contains_key(k)
+                && !self.excluded.contains(k)
+                && !crate::index::is_hidden_column(k)
+            {
                 let ty = if self.typed_discovery {
                     infer_type(v)
                 } else {
@@ -366,7 +426,7 @@ fn read_entities(
     tx: &std::sync::mpsc::SyncSender<Feed>,
 ) {
     for entity in entities {
-        let reader = match format.reader(entity) {
+        let reader = match crate::input::open_rows(entity, format) {
             Ok(r) => r,
             Err(e) => {
                 let _ = tx.send(Feed::OpenFailed(e.to_string()));
@@ -402,8 +462,12 @@ fn build_segments(
     work_dir: &std::path::Path,
     stats: &RowStats,
     cancel: &CancellationToken,
+    input_ctx: &crate::input::InputContext,
 ) -> Result<Vec<BuiltSegment>, IngestError> {
     validate_granularities(spec)?;
+    if let Some(built) = crate::columnar::try_build(spec, work_dir, stats, cancel)? {
+        return Ok(built);
+    }
     let ds = &spec.spec.data_schema;
     let tuning = &spec.spec.tuning_config;
     let io = &spec.spec.io_config;
@@ -453,36 +517,49 @@ fn build_segments(
     let max_saved = tuning.saved_parse_exception_limit();
     let log_parse = tuning.log_parse_exceptions.unwrap_or(false);
 
-    let record_parse_error =
-        |raw: Option<String>, msg: String, kind: &str| -> Result<(), IngestError> {
-            if log_parse {
-                tracing::warn!(error = %msg, "parse exception");
-            }
-            {
-                let mut saved = stats.saved.lock().expect("stats lock");
-                if (saved.len() as u64) < max_saved {
-                    saved.push(json!({
-                        "timestamp": format_iso_millis(now_millis()),
-                        "input": raw,
-                        "errorType": kind,
-                        "details": {},
-                        "message": [msg.clone()],
-                    }));
-                }
-            }
-            let errors = stats.unparseable.load(Ordering::Relaxed)
-                + stats.processed_with_error.load(Ordering::Relaxed);
-            if errors > max_parse {
-                return Err(IngestError::ParseExceptions(format!(
-                    "Max parse exceptions [{max_parse}] exceeded; last error: {msg}"
-                )));
-            }
-            Ok(())
-        };
+    // Druid's `ParseExceptionHandler`: the caller has counted the row (`unparseable` or
+    // `processedWithError`); log it when `logParseExceptions`, keep the newest
+    // `maxSavedParseExceptions` reports (newest first, Druid's `ParseExceptionReport` shape,
+    // shown at `unparseableEvents.buildSegments`), and fail once the two counters together
+    // exceed `maxParseExceptions`.
+    let record_parse_error = |raw: Option<String>,
+                              details: Vec<String>,
+                              kind: &'static str|
+     -> Result<(), IngestError> {
+        if log_parse {
+            tracing::warn!(
+                error_type = kind,
+                input = raw.as_deref().unwrap_or(""),
+                "encountered parse exception: {}",
+                details.join("; ")
+            );
+        }
+        if max_saved > 0 {
+            let mut saved = stats.saved.lock().expect("stats lock");
+            saved.insert(
+                0,
+                json!({
+                    "input": raw,
+                    "errorType": kind,
+                    "details": details,
+                    "timeOfExceptionMillis": now_millis(),
+                }),
+            );
+            saved.truncate(usize::try_from(max_saved).unwrap_or(usize::MAX));
+        }
+        let errors = stats.unparseable.load(Ordering::Relaxed)
+            + stats.processed_with_error.load(Ordering::Relaxed);
+        if errors > max_parse {
+            return Err(IngestError::ParseExceptions(format!(
+                "Max parse exceptions[{max_parse}] exceeded"
+            )));
+        }
+        Ok(())
+    };
 
     let entities = io
         .input_source
-        .entities()
+        .entities_in(input_ctx)
         .map_err(|e| IngestError::Runtime(format!("spec.ioConfig.inputSource: {e}")))?;
     tracing::info!(files = entities.len(), "reading input");
     let mut n: u64 = 0;
@@ -506,7 +583,7 @@ fn build_segments(
                     )));
                 }
             };
-            for item in rows {
+            'rows: for item in rows {
                 n += 1;
                 if n.is_multiple_of(4096) && cancel.is_cancelled() {
                     return Err(IngestError::Canceled);
@@ -521,7 +598,7 @@ fn build_segments(
                     }
                     Err(e) => {
                         stats.unparseable.fetch_add(1, Ordering::Relaxed);
-                        record_parse_error(e.raw.clone(), e.message.clone(), "unparseable")?;
+                        record_parse_error(e.raw, vec![e.message], "unparseable")?;
                         continue;
                     }
                 };
@@ -531,7 +608,7 @@ fn build_segments(
                         stats.unparseable.fetch_add(1, Ordering::Relaxed);
                         record_parse_error(
                             Some(Value::Object(row).to_string()),
-                            e.to_string(),
+                            vec![e.to_string()],
                             "unparseable",
                         )?;
                         continue;
@@ -547,12 +624,12 @@ fn build_segments(
                                 stats.unparseable.fetch_add(1, Ordering::Relaxed);
                                 record_parse_error(
                                     Some(Value::Object(row.clone()).to_string()),
-                                    format!(
+                                    vec![format!(
                                         "transform of [__time] produced a non-numeric value [{other:?}]"
-                                    ),
+                                    )],
                                     "unparseable",
                                 )?;
-                                continue;
+                                continue 'rows;
                             }
                         }
                     } else {
@@ -570,20 +647,24 @@ fn build_segments(
                     continue;
                 }
                 dims.discover(&row);
-                let mut conversion_error: Option<String> = None;
+                let mut conversion_errors: Vec<String> = Vec::new();
                 let dim_vals = dims
                     .slots
                     .iter()
-                    .map(|s| match to_val(row.get(&s.name), s.ty) {
-                        Ok(v) => v,
-                        Err(e) => {
-                            conversion_error = Some(format!("dimension [{}]: {}", s.name, e.0));
-                            crate::rows::Val::Null
+                    .enumerate()
+                    .map(|(i, s)| {
+                        let handling = dims.handling.get(i).copied().unwrap_or_default();
+                        match to_dim_val(row.get(&s.name), s.ty, handling) {
+                            Ok(v) => v,
+                            Err(e) => {
+                                conversion_errors.push(format!("dimension [{}]: {}", s.name, e.0));
+                                crate::rows::Val::Null
+                            }
                         }
                     })
                     .collect();
                 let mut metrics = Vec::with_capacity(kinds.len());
-                for (k, input) in kinds.iter().zip(&metric_inputs) {
+                for ((k, input), m) in kinds.iter().zip(&metric_inputs).zip(&ds.metrics_spec) {
                     let computed;
                     let v = match input {
                         MetricInput::None => None,
@@ -593,20 +674,20 @@ fn build_segments(
                             Some(&computed)
                         }
                     };
-                    match k.init(v) {
+                    match init_metric(*k, m, v, &row, ts) {
                         Ok(a) => metrics.push(a),
                         Err(e) => {
-                            conversion_error = Some(format!("metric input: {}", e.0));
-                            metrics.push(k.init(None).expect("null input always converts"));
+                            conversion_errors.push(format!("metric [{}]: {}", m.name(), e.0));
+                            metrics.push(k.empty());
                         }
                     }
                 }
                 let time = g.query_granularity.bucket_start(ts);
-                if let Some(msg) = conversion_error {
+                if !conversion_errors.is_empty() {
                     stats.processed_with_error.fetch_add(1, Ordering::Relaxed);
                     record_parse_error(
                         Some(Value::Object(row.clone()).to_string()),
-                        msg,
+                        conversion_errors,
                         "processedWithError",
                     )?;
                 } else {

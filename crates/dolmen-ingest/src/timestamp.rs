@@ -250,6 +250,43 @@ impl TimestampParser {
         })
     }
 
+    /// Parses a text value (the columnar build's path for string columns); same rules and
+    /// errors as [`TimestampParser::parse_value`] on a JSON string.
+    pub fn parse_text(&self, s: &str) -> Result<i64, TimestampError> {
+        self.parse_str(s)
+            .map_err(|reason| self.unparseable(s.to_string(), reason))
+    }
+
+    /// Parses an integer value; same rules as [`TimestampParser::parse_value`] on a JSON number.
+    pub fn parse_integer(&self, v: i64) -> Result<i64, TimestampError> {
+        let r = if self.format.is_numeric() {
+            self.numeric_from_i64(v)
+        } else {
+            self.parse_str(&v.to_string())
+        };
+        r.map_err(|reason| self.unparseable(v.to_string(), reason))
+    }
+
+    /// Parses a floating-point value; same rules as [`TimestampParser::parse_value`] on a JSON
+    /// number.
+    pub fn parse_float(&self, v: f64) -> Result<i64, TimestampError> {
+        let r = if self.format.is_numeric() {
+            self.numeric_from_f64(v)
+        } else {
+            self.parse_str(&v.to_string())
+        };
+        r.map_err(|reason| self.unparseable(v.to_string(), reason))
+    }
+
+    fn unparseable(&self, value: String, reason: String) -> TimestampError {
+        TimestampError::Unparseable {
+            value,
+            column: self.column.clone(),
+            format: self.format_name.clone(),
+            reason,
+        }
+    }
+
     fn parse_number(&self, n: &serde_json::Number) -> Result<i64, String> {
         if let Some(i) = n.as_i64() {
             return self.numeric_from_i64(i);

@@ -11,7 +11,8 @@ use dolmen_segment::{LoadSpec, Timeline};
 
 use crate::{
     MetadataError, MetadataStore, NewSegment, PublishMode, PublishRequest, RunnerStatus,
-    TaskFilter, TaskLocation, TaskLockRecord, TaskRecord, TaskState, TaskStatusUpdate,
+    SegmentSelector, TaskFilter, TaskLocation, TaskLockRecord, TaskRecord, TaskState,
+    TaskStatusUpdate, UnusedSegmentsQuery,
 };
 
 fn new_segment(interval: &str, path: &str) -> NewSegment {
@@ -23,6 +24,7 @@ fn new_segment(interval: &str, path: &str) -> NewSegment {
         columns: vec![],
         size: 100,
         num_rows: 10,
+        shard: None,
     }
 }
 
@@ -168,6 +170,225 @@ pub async fn publish_drop_existing(store: &dyn MetadataStore) {
     assert!(store.data_sources().await.unwrap().is_empty());
 }
 
+/// Publishes one overwrite segment per interval at `version`; returns their ids.
+async fn publish_days(
+    store: &dyn MetadataStore,
+    ds: &str,
+    version: &str,
+    intervals: &[&str],
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    for iv in intervals {
+        let out = store
+            .publish_segments(PublishRequest {
+                data_source: ds.into(),
+                segments: vec![new_segment(iv, &format!("/{ds}/{iv}/{version}"))],
+                mode: PublishMode::Overwrite {
+                    version: version.into(),
+                },
+                drop_existing: vec![],
+            })
+            .await
+            .unwrap();
+        ids.push(out[0].identifier.clone());
+    }
+    ids
+}
+
+/// Used flags change by interval (fully contained segments only), by ids (other
+/// datasources' ids skipped) and for a whole datasource; nothing is deleted.
+pub async fn segments_used_flag(store: &dyn MetadataStore) {
+    let days = [
+        "2015-09-12/2015-09-13",
+        "2015-09-13/2015-09-14",
+        "2015-09-14/2015-09-15",
+    ];
+    let ids = publish_days(store, "ds", "v1", &days).await;
+    let other = publish_days(store, "other", "v1", &days[..1]).await;
+    let iv = |s: &str| Interval::parse(s).unwrap();
+
+    // Interval: only segments fully inside change.
+    let n = store
+        .set_segments_used(
+            "ds",
+            &SegmentSelector::Interval {
+                interval: iv("2015-09-12/2015-09-13T12:00"),
+                versions: None,
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let rec = store.segment(&ids[0]).await.unwrap().unwrap();
+    assert!(!rec.used);
+    assert!(rec.used_status_last_updated_ms >= rec.created_ms);
+    assert_eq!(rec.segment.identifier, ids[0]);
+    assert!(store.segment(&ids[1]).await.unwrap().unwrap().used);
+    assert!(store.segment("nope").await.unwrap().is_none());
+    assert_eq!(store.used_segments("ds", None).await.unwrap().len(), 2);
+    assert_eq!(store.segments("ds", false).await.unwrap().len(), 2);
+    let all = store.segments("ds", true).await.unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|r| r.segment.identifier.clone())
+            .collect::<Vec<_>>(),
+        ids,
+        "ordered by interval"
+    );
+    // Already unused: no change.
+    assert_eq!(
+        store
+            .set_segments_used("ds", &SegmentSelector::Ids(vec![ids[0].clone()]), false)
+            .await
+            .unwrap(),
+        0
+    );
+    // Versions filter.
+    let versioned = |v: &str| SegmentSelector::Interval {
+        interval: iv("2015-09-01/2015-10-01"),
+        versions: Some(vec![v.to_string()]),
+    };
+    assert_eq!(
+        store
+            .set_segments_used("ds", &versioned("v0"), false)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .set_segments_used("ds", &versioned("v1"), false)
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(store.data_sources().await.unwrap() == vec!["other".to_string()]);
+    assert_eq!(
+        store.all_data_source_names().await.unwrap(),
+        vec!["ds".to_string(), "other".to_string()]
+    );
+    // Ids: an id of another datasource and an unknown id are skipped.
+    let n = store
+        .set_segments_used(
+            "ds",
+            &SegmentSelector::Ids(vec![ids[1].clone(), other[0].clone(), "nope".into()]),
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(store.segment(&other[0]).await.unwrap().unwrap().used);
+    // All.
+    assert_eq!(
+        store
+            .set_segments_used("ds", &SegmentSelector::All, true)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(store.used_segments("ds", None).await.unwrap().len(), 3);
+    assert_eq!(
+        store
+            .set_segments_used("ds", &SegmentSelector::All, false)
+            .await
+            .unwrap(),
+        3
+    );
+    assert!(store.used_segments("ds", None).await.unwrap().is_empty());
+    assert_eq!(store.segments("ds", true).await.unwrap().len(), 3);
+    assert_eq!(store.used_segments("other", None).await.unwrap().len(), 1);
+}
+
+/// Kill queries select unused segments fully inside the interval (versions, last-update
+/// bound, limit), and deleting spares segments that are used again.
+pub async fn unused_segments_and_delete(store: &dyn MetadataStore) {
+    let days = [
+        "2015-09-12/2015-09-13",
+        "2015-09-13/2015-09-14",
+        "2015-09-14/2015-09-15",
+    ];
+    let v1 = publish_days(store, "ds", "v1", &days).await;
+    let v2 = publish_days(store, "ds", "v2", &days[..1]).await;
+    let iv = |s: &str| Interval::parse(s).unwrap();
+    let query = |interval: &str| UnusedSegmentsQuery {
+        data_source: "ds".into(),
+        interval: iv(interval),
+        versions: None,
+        max_used_status_last_updated_ms: None,
+        limit: 100,
+    };
+    assert!(
+        store
+            .unused_segments(&query("2015/2016"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .set_segments_used("ds", &SegmentSelector::Ids(v1.clone()), false)
+        .await
+        .unwrap();
+    let all = store.unused_segments(&query("2015/2016")).await.unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|r| r.segment.identifier.clone())
+            .collect::<Vec<_>>(),
+        v1
+    );
+    assert!(all.iter().all(|r| !r.used));
+    // Fully inside only.
+    assert_eq!(
+        store
+            .unused_segments(&query("2015-09-12/2015-09-13T12:00"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // Limit and versions.
+    let limited = store
+        .unused_segments(&UnusedSegmentsQuery {
+            limit: 2,
+            ..query("2015/2016")
+        })
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 2);
+    assert_eq!(limited[0].segment.identifier, v1[0]);
+    let none = store
+        .unused_segments(&UnusedSegmentsQuery {
+            versions: Some(vec!["v2".into()]),
+            ..query("2015/2016")
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty(), "v2 is used");
+    // Last-update bound.
+    let before = store
+        .unused_segments(&UnusedSegmentsQuery {
+            max_used_status_last_updated_ms: Some(0),
+            ..query("2015/2016")
+        })
+        .await
+        .unwrap();
+    assert!(before.is_empty());
+    // Delete: the used v2 segment and a re-used v1 segment survive.
+    store
+        .set_segments_used("ds", &SegmentSelector::Ids(vec![v1[2].clone()]), true)
+        .await
+        .unwrap();
+    let mut ask = v1.clone();
+    ask.push(v2[0].clone());
+    ask.push("nope".into());
+    let deleted = store.delete_unused_segments(&ask).await.unwrap();
+    assert_eq!(deleted, v1[..2].to_vec());
+    assert!(store.segment(&v1[0]).await.unwrap().is_none());
+    assert!(store.segment(&v1[2]).await.unwrap().unwrap().used);
+    assert!(store.segment(&v2[0]).await.unwrap().unwrap().used);
+    assert_eq!(store.segments("ds", true).await.unwrap().len(), 2);
+}
+
 fn task(id: &str, ds: &str, created: i64) -> TaskRecord {
     TaskRecord {
         id: id.into(),
@@ -293,6 +514,16 @@ macro_rules! metadata_store_conformance {
         async fn conformance_publish_drop_existing() {
             let s = $make;
             $crate::conformance::publish_drop_existing(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_segments_used_flag() {
+            let s = $make;
+            $crate::conformance::segments_used_flag(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_unused_segments_and_delete() {
+            let s = $make;
+            $crate::conformance::unused_segments_and_delete(&s).await;
         }
         #[tokio::test]
         async fn conformance_tasks_round_trip() {

@@ -10,6 +10,11 @@
 //! Publishing is atomic: [`MetadataStore::publish_segments`] allocates partition numbers and
 //! inserts all of a task's segments (and marks the segments they drop unused) in one
 //! transaction, so readers never see half of a task's output.
+//!
+//! Segments are never deleted by a change of their used flag
+//! ([`MetadataStore::set_segments_used`], the coordinator's markUsed/markUnused): only a kill
+//! task removes rows, and only rows that are still unused
+//! ([`MetadataStore::delete_unused_segments`]).
 
 mod sql;
 mod types;
@@ -98,6 +103,35 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
         data_source: &str,
         interval: Interval,
     ) -> Result<Option<String>>;
+
+    /// Names of datasources with at least one segment, used or unused, sorted (Druid's
+    /// `retrieveAllDataSourceNames`, behind `GET /metadata/datasources?includeUnused`).
+    async fn all_data_source_names(&self) -> Result<Vec<String>>;
+
+    /// The segments of a datasource with their status, ordered by interval start, end,
+    /// version and partition number; unused ones only when `include_unused`.
+    async fn segments(&self, data_source: &str, include_unused: bool)
+    -> Result<Vec<SegmentRecord>>;
+
+    /// One segment by id, used or unused.
+    async fn segment(&self, segment_id: &str) -> Result<Option<SegmentRecord>>;
+
+    /// Sets the used flag of the selected segments of `data_source` in one transaction and
+    /// returns how many changed (segments already in that state do not count). Marking used
+    /// does not check overshadowing: the timeline hides overshadowed segments.
+    async fn set_segments_used(
+        &self,
+        data_source: &str,
+        selector: &SegmentSelector,
+        used: bool,
+    ) -> Result<u64>;
+
+    /// Unused segments matching the query, oldest interval first (what a kill task deletes).
+    async fn unused_segments(&self, query: &UnusedSegmentsQuery) -> Result<Vec<SegmentRecord>>;
+
+    /// Deletes the rows of the given segments that are still unused, in one transaction, and
+    /// returns the ids actually deleted (a segment marked used again meanwhile is kept).
+    async fn delete_unused_segments(&self, segment_ids: &[String]) -> Result<Vec<String>>;
 
     // --- tasks ---
 

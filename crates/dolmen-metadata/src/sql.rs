@@ -19,8 +19,9 @@ use sqlx::{AnyPool, Row};
 use tokio::sync::Mutex;
 
 use crate::{
-    MetadataError, MetadataStore, PublishMode, PublishRequest, Result, RunnerStatus, TaskFilter,
-    TaskLocation, TaskLockRecord, TaskRecord, TaskState, TaskStatusUpdate,
+    MetadataError, MetadataStore, PublishMode, PublishRequest, Result, RunnerStatus, SegmentRecord,
+    SegmentSelector, TaskFilter, TaskLocation, TaskLockRecord, TaskRecord, TaskState,
+    TaskStatusUpdate, UnusedSegmentsQuery,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -102,6 +103,26 @@ fn decode_segment(row: &AnyRow) -> Result<DataSegment> {
     let id: String = row.try_get("id")?;
     let payload: String = row.try_get("payload")?;
     serde_json::from_str(&payload).map_err(|e| corrupt("segment", &id, e))
+}
+
+/// Columns read by [`decode_segment_record`].
+const SEGMENT_RECORD_COLUMNS: &str = "id, payload, used, created_ms, used_status_last_updated";
+
+fn decode_segment_record(row: &AnyRow) -> Result<SegmentRecord> {
+    Ok(SegmentRecord {
+        segment: decode_segment(row)?,
+        used: row.try_get::<i64, _>("used")? != 0,
+        created_ms: row.try_get("created_ms")?,
+        used_status_last_updated_ms: row.try_get("used_status_last_updated")?,
+    })
+}
+
+/// `$first, $first+1, ...` for an `IN (...)` list of `n` values.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn decode_task(row: &AnyRow) -> Result<TaskRecord> {
@@ -217,9 +238,12 @@ impl MetadataStore for SqlMetadataStore {
                     load_spec: s.load_spec.clone(),
                     dimensions: s.dimensions.join(","),
                     metrics: s.metrics.join(","),
-                    shard_spec: ShardSpec::Numbered {
-                        partition_num,
-                        partitions: core,
+                    shard_spec: match &s.shard {
+                        Some(t) => t.renumbered(partition_num, core),
+                        None => ShardSpec::Numbered {
+                            partition_num,
+                            partitions: core,
+                        },
                     },
                     binary_version: 9,
                     size: s.size,
@@ -358,6 +382,160 @@ impl MetadataStore for SqlMetadataStore {
         .fetch_one(&self.pool)
         .await?;
         Ok(row.try_get::<Option<String>, _>("v")?)
+    }
+
+    async fn all_data_source_names(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query("SELECT DISTINCT datasource FROM segments ORDER BY datasource")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("datasource").map_err(Into::into))
+            .collect()
+    }
+
+    async fn segments(
+        &self,
+        data_source: &str,
+        include_unused: bool,
+    ) -> Result<Vec<SegmentRecord>> {
+        let used_clause = if include_unused { "" } else { " AND used = 1" };
+        // Safe: only fixed column lists and clauses are interpolated.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SEGMENT_RECORD_COLUMNS} FROM segments WHERE datasource = $1{used_clause} ORDER BY start_ms, end_ms, version, partition_num"
+        )))
+        .bind(data_source)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode_segment_record).collect()
+    }
+
+    async fn segment(&self, segment_id: &str) -> Result<Option<SegmentRecord>> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SEGMENT_RECORD_COLUMNS} FROM segments WHERE id = $1"
+        )))
+        .bind(segment_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(decode_segment_record).transpose()
+    }
+
+    async fn set_segments_used(
+        &self,
+        data_source: &str,
+        selector: &SegmentSelector,
+        used: bool,
+    ) -> Result<u64> {
+        let (to, from) = if used { (1i64, 0i64) } else { (0i64, 1i64) };
+        let _guard = self.write_lock.lock().await;
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        let set = "UPDATE segments SET used = $1, used_status_last_updated = $2";
+        let n = match selector {
+            SegmentSelector::All => sqlx::query(sqlx::AssertSqlSafe(format!(
+                "{set} WHERE datasource = $3 AND used = $4"
+            )))
+            .bind(to)
+            .bind(now)
+            .bind(data_source)
+            .bind(from)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected(),
+            SegmentSelector::Interval { interval, versions } => {
+                let version_clause = match versions {
+                    Some(v) if v.is_empty() => return Ok(0),
+                    Some(v) => format!(" AND version IN ({})", placeholders(7, v.len())),
+                    None => String::new(),
+                };
+                // Safe: only fixed text and numbered placeholders are interpolated.
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "{set} WHERE datasource = $3 AND used = $4 AND start_ms >= $5 AND end_ms <= $6{version_clause}"
+                )))
+                .bind(to)
+                .bind(now)
+                .bind(data_source)
+                .bind(from)
+                .bind(interval.start)
+                .bind(interval.end);
+                for v in versions.iter().flatten() {
+                    q = q.bind(v.clone());
+                }
+                q.execute(&mut *tx).await?.rows_affected()
+            }
+            SegmentSelector::Ids(ids) => {
+                let mut n = 0;
+                for id in ids {
+                    n += sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "{set} WHERE id = $3 AND datasource = $4 AND used = $5"
+                    )))
+                    .bind(to)
+                    .bind(now)
+                    .bind(id)
+                    .bind(data_source)
+                    .bind(from)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                }
+                n
+            }
+        };
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    async fn unused_segments(&self, query: &UnusedSegmentsQuery) -> Result<Vec<SegmentRecord>> {
+        let mut sql = format!(
+            "SELECT {SEGMENT_RECORD_COLUMNS} FROM segments WHERE datasource = $1 AND used = 0 AND start_ms >= $2 AND end_ms <= $3"
+        );
+        let mut next = 4;
+        if query.max_used_status_last_updated_ms.is_some() {
+            sql.push_str(&format!(" AND used_status_last_updated <= ${next}"));
+            next += 1;
+        }
+        match &query.versions {
+            Some(v) if v.is_empty() => return Ok(Vec::new()),
+            Some(v) => sql.push_str(&format!(
+                " AND version IN ({})",
+                placeholders(next, v.len())
+            )),
+            None => {}
+        }
+        sql.push_str(&format!(
+            " ORDER BY start_ms, end_ms, version, partition_num LIMIT {}",
+            query.limit
+        ));
+        // Safe: only fixed text, numbered placeholders and an integer are interpolated.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&query.data_source)
+            .bind(query.interval.start)
+            .bind(query.interval.end);
+        if let Some(t) = query.max_used_status_last_updated_ms {
+            q = q.bind(t);
+        }
+        for v in query.versions.iter().flatten() {
+            q = q.bind(v.clone());
+        }
+        let rows = q.fetch_all(&self.pool).await?;
+        rows.iter().map(decode_segment_record).collect()
+    }
+
+    async fn delete_unused_segments(&self, segment_ids: &[String]) -> Result<Vec<String>> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let mut deleted = Vec::new();
+        for id in segment_ids {
+            let n = sqlx::query("DELETE FROM segments WHERE id = $1 AND used = 0")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if n > 0 {
+                deleted.push(id.clone());
+            }
+        }
+        tx.commit().await?;
+        Ok(deleted)
     }
 
     async fn insert_task(&self, task: &TaskRecord) -> Result<()> {

@@ -198,6 +198,9 @@ pub struct NewSegment {
     pub size: u64,
     /// Rows.
     pub num_rows: u64,
+    /// Shard spec template for secondary partitioning (`hashed`, `single`, `range`); the
+    /// publish sets its partition number and core-partition count. `None`: `numbered`.
+    pub shard: Option<dolmen_segment::ShardSpec>,
 }
 
 /// How published segments relate to the segments already in their time chunks.
@@ -231,4 +234,52 @@ pub struct PublishRequest {
     /// Intervals whose older used segments (lower version, fully inside) are marked unused in
     /// the same transaction (`dropExisting`).
     pub drop_existing: Vec<Interval>,
+}
+
+/// A segment as the metadata store holds it: the payload plus its used flag and timestamps
+/// (Druid's `DataSegmentPlus`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SegmentRecord {
+    /// The Druid-shaped payload.
+    pub segment: dolmen_segment::DataSegment,
+    /// True when the segment is used (part of the timeline); false once marked unused.
+    pub used: bool,
+    /// When the segment was published, ms since the epoch.
+    pub created_ms: i64,
+    /// When `used` last changed (or the publish time), ms since the epoch (Druid's
+    /// `used_status_last_updated`).
+    pub used_status_last_updated_ms: i64,
+}
+
+/// Which segments of one datasource a change of the used flag applies to (the bodies of
+/// Druid's `markUsed` / `markUnused`, `DataSourcesResource.java`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SegmentSelector {
+    /// Every segment of the datasource.
+    All,
+    /// The segments lying fully inside `interval` (partially overlapping ones are not
+    /// affected), optionally only those of the listed versions.
+    Interval {
+        /// The interval that must contain a segment's interval.
+        interval: Interval,
+        /// Only segments with one of these versions (all versions when `None`).
+        versions: Option<Vec<String>>,
+    },
+    /// These segment ids; ids of other datasources and unknown ids are skipped.
+    Ids(Vec<String>),
+}
+
+/// Which unused segments a kill task deletes (Druid's `RetrieveUnusedSegmentsAction`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnusedSegmentsQuery {
+    /// The datasource.
+    pub data_source: String,
+    /// Only unused segments lying fully inside this interval.
+    pub interval: Interval,
+    /// Only these versions (all when `None`).
+    pub versions: Option<Vec<String>>,
+    /// Only segments whose used flag last changed at or before this instant, ms.
+    pub max_used_status_last_updated_ms: Option<i64>,
+    /// At most this many, oldest interval first.
+    pub limit: usize,
 }

@@ -16,7 +16,13 @@
 //! Restart: tasks found RUNNING in the metadata store at start-up were interrupted by a crash or
 //! kill; they are marked FAILED with an error message saying so, and their locks are released.
 //! Nothing they wrote is visible, because publishing is their last, atomic step.
+//!
+//! Task types ([`spec::TaskSpec`]): `index_parallel` and `index` (batch ingestion, run by
+//! `dolmen-ingest`) and `kill` ([`kill`]: permanent deletion of unused segments under an
+//! EXCLUSIVE lock on its interval). All go through the same lifecycle, logs and reports.
 
+pub mod kill;
+pub mod spec;
 pub mod tasklog;
 
 use std::collections::HashMap;
@@ -32,13 +38,14 @@ use dolmen_metadata::{
     TaskRecord, TaskState, TaskStatusUpdate,
 };
 use dolmen_storage::{DeepStorage, SegmentCache, SegmentView};
-use rand::Rng;
 use serde_json::Value;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+pub use kill::KillProgress;
+pub use spec::{KillTaskSpec, TaskSpec, generate_kill_task_id, generate_task_id};
 pub use tasklog::TaskLogs;
 
 /// Errors of the overlord API.
@@ -91,9 +98,35 @@ pub struct OverlordConfig {
     pub port: u16,
 }
 
+/// Live counters of a running task, by task kind.
+#[derive(Clone)]
+enum Progress {
+    Index(Arc<RowStats>),
+    Kill(Arc<KillProgress>),
+}
+
+impl Progress {
+    fn for_spec(spec: &TaskSpec) -> Progress {
+        match spec {
+            TaskSpec::Index(_) => Progress::Index(Arc::new(RowStats::new())),
+            TaskSpec::Kill(_) => Progress::Kill(Arc::new(KillProgress::default())),
+        }
+    }
+
+    /// The task report (ingestion tasks: `ingestionStatsAndErrors`; kill tasks:
+    /// `killUnusedSegments`).
+    fn report(&self, id: &str, error: Option<&str>) -> Value {
+        match self {
+            Progress::Index(s) => s.report(id, error),
+            Progress::Kill(k) => k.report(id),
+        }
+    }
+}
+
 struct LiveTask {
     cancel: CancellationToken,
-    stats: Arc<RowStats>,
+    progress: Progress,
+    data_source: String,
     runner_status: RunnerStatus,
 }
 
@@ -208,44 +241,18 @@ impl Overlord {
         if self.shutdown.is_cancelled() {
             return Err(OverlordError::ShuttingDown);
         }
-        let task_type = payload
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if task_type.is_empty() {
-            return Err(OverlordError::InvalidTask("type: missing task type".into()));
-        }
-        if task_type != "index_parallel" && task_type != "index" {
-            return Err(OverlordError::InvalidTask(format!(
-                "type: unsupported task type [{task_type}]; supported: index_parallel, index"
-            )));
-        }
-        let spec = IndexTaskSpec::from_json(&payload)
-            .map_err(|e| OverlordError::InvalidTask(e.to_string()))?;
+        let spec = TaskSpec::from_json(&payload)?;
         let now = now_millis();
         let id = spec
-            .id
-            .clone()
-            .unwrap_or_else(|| generate_task_id(&task_type, spec.data_source(), now));
-        let mut stored = spec.clone();
-        stored.id = Some(id.clone());
-        stored.group_id = Some(spec.group_id.clone().unwrap_or_else(|| id.clone()));
-        stored.data_source = Some(spec.data_source().to_string());
-        if stored.resource.is_none() {
-            stored.resource =
-                Some(serde_json::json!({"availabilityGroup": id, "requiredCapacity": 1}));
-        }
-        if stored.context.is_none() {
-            stored.context = Some(serde_json::Map::new());
-        }
-        let payload =
-            serde_json::to_value(&stored).map_err(|e| OverlordError::InvalidTask(e.to_string()))?;
+            .id()
+            .map(str::to_string)
+            .unwrap_or_else(|| spec.generate_id(now));
+        let stored = spec.with_defaults(&id);
         let record = TaskRecord {
             id: id.clone(),
-            task_type,
-            group_id: stored.group_id.clone().unwrap_or_else(|| id.clone()),
-            data_source: spec.data_source().to_string(),
+            task_type: stored.task_type().to_string(),
+            group_id: stored.group_id().unwrap_or(&id).to_string(),
+            data_source: stored.data_source().to_string(),
             created_ms: now,
             queue_insertion_ms: now,
             status: TaskState::Running,
@@ -253,7 +260,7 @@ impl Overlord {
             duration_ms: -1,
             error_msg: None,
             location: TaskLocation::unknown(),
-            payload,
+            payload: stored.to_payload()?,
         };
         self.metadata
             .insert_task(&record)
@@ -262,13 +269,14 @@ impl Overlord {
                 MetadataError::Conflict(m) => OverlordError::Conflict(m),
                 other => other.into(),
             })?;
-        let stats = Arc::new(RowStats::new());
+        let progress = Progress::for_spec(&stored);
         let cancel = self.shutdown.child_token();
         self.live.lock().expect("live lock").insert(
             id.clone(),
             LiveTask {
                 cancel: cancel.clone(),
-                stats: Arc::clone(&stats),
+                progress: progress.clone(),
+                data_source: record.data_source.clone(),
                 runner_status: RunnerStatus::Waiting,
             },
         );
@@ -277,7 +285,7 @@ impl Overlord {
         let task_id = id.clone();
         self.tracker.spawn(
             async move {
-                this.run(task_id, stored, record.created_ms, cancel, stats)
+                this.run(task_id, stored, record.created_ms, cancel, progress)
                     .await;
             }
             .instrument(span),
@@ -294,14 +302,26 @@ impl Overlord {
     async fn run(
         self: Arc<Self>,
         id: String,
-        spec: IndexTaskSpec,
+        spec: TaskSpec,
         created_ms: i64,
         cancel: CancellationToken,
-        stats: Arc<RowStats>,
+        progress: Progress,
     ) {
-        tracing::info!(data_source = spec.data_source(), task_type = %spec.task_type, "task submitted");
+        tracing::info!(
+            data_source = spec.data_source(),
+            task_type = spec.task_type(),
+            "task submitted"
+        );
         let started = Instant::now();
-        let outcome = self.run_phases(&id, &spec, &cancel, &stats).await;
+        let outcome = match (&spec, &progress) {
+            (TaskSpec::Index(s), Progress::Index(stats)) => {
+                self.run_index(&id, s, &cancel, stats).await
+            }
+            (TaskSpec::Kill(s), Progress::Kill(k)) => self.run_kill(&id, s, &cancel, k).await,
+            _ => Err(IngestError::Runtime(
+                "internal error: task spec and progress kinds differ".into(),
+            )),
+        };
         let (status, error) = match &outcome {
             Ok(n) => {
                 tracing::info!(
@@ -316,7 +336,7 @@ impl Overlord {
                 (TaskState::Failed, Some(e.to_string()))
             }
         };
-        if outcome.is_ok() {
+        if outcome.is_ok() && matches!(spec, TaskSpec::Index(_)) {
             // Make the new segments visible to queries before the task reports SUCCESS, so a
             // client that saw SUCCESS always reads its data.
             if let Err(e) = self.view.refresh_data_source(spec.data_source()).await {
@@ -324,7 +344,7 @@ impl Overlord {
             }
             self.preload(spec.data_source()).await;
         }
-        let report = stats.report(&id, error.as_deref());
+        let report = progress.report(&id, error.as_deref());
         if let Err(e) = self.metadata.set_task_report(&id, &report).await {
             tracing::error!(error = %e, "cannot store task report");
         }
@@ -364,24 +384,38 @@ impl Overlord {
         }
     }
 
-    async fn run_phases(
+    /// PENDING until a slot of the runner's capacity is free, then RUNNING; the permit is held
+    /// until dropped.
+    async fn wait_for_slot(
+        &self,
+        id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, IngestError> {
+        self.set_status(id, RunnerStatus::Pending).await;
+        let permit = tokio::select! {
+            p = Arc::clone(&self.slots).acquire_owned() => p.map_err(|_| IngestError::Canceled)?,
+            _ = cancel.cancelled() => return Err(IngestError::Canceled),
+        };
+        self.set_status(id, RunnerStatus::Running).await;
+        Ok(permit)
+    }
+
+    /// An ingestion task: locks (WAITING), a slot (PENDING), then indexing and the atomic
+    /// publish (RUNNING). Returns the number of segments published.
+    async fn run_index(
         &self,
         id: &str,
         spec: &IndexTaskSpec,
         cancel: &CancellationToken,
         stats: &Arc<RowStats>,
     ) -> Result<usize, IngestError> {
-        // WAITING: locks.
-        let version = self.acquire_locks(id, spec, cancel).await?;
+        let exclusive = !spec.spec.io_config.append_to_existing;
+        let intervals = Self::lock_intervals(spec);
+        let version = self
+            .acquire_locks(id, spec.data_source(), &intervals, exclusive, cancel)
+            .await?;
         tracing::info!(version = %version, "acquired locks");
-        // PENDING: a slot.
-        self.set_status(id, RunnerStatus::Pending).await;
-        let _permit = tokio::select! {
-            p = Arc::clone(&self.slots).acquire_owned() => p.map_err(|_| IngestError::Canceled)?,
-            _ = cancel.cancelled() => return Err(IngestError::Canceled),
-        };
-        // RUNNING.
-        self.set_status(id, RunnerStatus::Running).await;
+        let _permit = self.wait_for_slot(id, cancel).await?;
         let env = IndexTaskEnv {
             task_id: id.to_string(),
             work_dir: self.config.work_dir.join(id),
@@ -393,6 +427,29 @@ impl Overlord {
         };
         let segments = run_index_task(&env, spec).await?;
         Ok(segments.len())
+    }
+
+    /// A kill task: an EXCLUSIVE lock on its interval (WAITING), a slot (PENDING), then the
+    /// deletion of unused segments (RUNNING). Returns the number of segments deleted.
+    async fn run_kill(
+        &self,
+        id: &str,
+        spec: &KillTaskSpec,
+        cancel: &CancellationToken,
+        progress: &Arc<KillProgress>,
+    ) -> Result<usize, IngestError> {
+        self.acquire_locks(id, &spec.data_source, &[spec.interval], true, cancel)
+            .await?;
+        tracing::info!(interval = %spec.interval, "acquired lock");
+        let _permit = self.wait_for_slot(id, cancel).await?;
+        let env = kill::KillEnv {
+            metadata: self.metadata.as_ref(),
+            deep: &self.deep,
+            cache: &self.cache,
+            cancel,
+            progress,
+        };
+        Ok(kill::run_kill(&env, spec).await? as usize)
     }
 
     async fn set_status(&self, id: &str, rs: RunnerStatus) {
@@ -435,15 +492,19 @@ impl Overlord {
         out
     }
 
+    /// Waits (WAITING) until no other task holds a conflicting lock, then records the locks
+    /// and returns the version an overwrite writes: now, bumped past every version already
+    /// used in the locked intervals. EXCLUSIVE locks conflict with every overlapping lock of
+    /// the datasource; APPEND locks only with EXCLUSIVE ones.
     async fn acquire_locks(
         &self,
         id: &str,
-        spec: &IndexTaskSpec,
+        data_source: &str,
+        intervals: &[Interval],
+        exclusive: bool,
         cancel: &CancellationToken,
     ) -> Result<String, IngestError> {
-        let ds = spec.data_source().to_string();
-        let exclusive = !spec.spec.io_config.append_to_existing;
-        let intervals = Self::lock_intervals(spec);
+        let ds = data_source.to_string();
         loop {
             let notified = self.lock_released.notified();
             {
@@ -455,7 +516,7 @@ impl Overlord {
                         && intervals.iter().any(|i| i.overlaps(&h.interval))
                 });
                 if !conflict {
-                    for iv in &intervals {
+                    for iv in intervals {
                         held.push(HeldLock {
                             task_id: id.to_string(),
                             data_source: ds.clone(),
@@ -474,7 +535,7 @@ impl Overlord {
         }
         // Version: now, bumped past every version already used in the locked intervals.
         let mut v = now_millis();
-        for iv in &intervals {
+        for iv in intervals {
             let max = self
                 .metadata
                 .max_used_version(&ds, *iv)
@@ -558,7 +619,7 @@ impl Overlord {
     /// [`OverlordError::NotFound`] for an unknown task.
     pub async fn report(&self, id: &str) -> Result<Value, OverlordError> {
         if let Some(live) = self.live.lock().expect("live lock").get(id) {
-            return Ok(live.stats.report(id, None));
+            return Ok(live.progress.report(id, None));
         }
         if let Some(r) = self.metadata.task_report(id).await? {
             return Ok(r);
@@ -587,6 +648,34 @@ impl Overlord {
         }
     }
 
+    /// Shuts down every task of a datasource that is not complete (waiting, pending or
+    /// running); returns their ids (`POST /datasources/{ds}/shutdownAllTasks`, Druid's
+    /// `OverlordResource.shutdownTasksForDataSource`).
+    ///
+    /// # Errors
+    /// [`OverlordError::NotFound`] when the datasource has no such task.
+    pub fn shutdown_data_source_tasks(
+        &self,
+        data_source: &str,
+    ) -> Result<Vec<String>, OverlordError> {
+        let live = self.live.lock().expect("live lock");
+        let mut ids: Vec<String> = live
+            .iter()
+            .filter(|(_, t)| t.data_source == data_source)
+            .map(|(id, t)| {
+                t.cancel.cancel();
+                id.clone()
+            })
+            .collect();
+        if ids.is_empty() {
+            return Err(OverlordError::NotFound(format!(
+                "No active task found for datasource [{data_source}]"
+            )));
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
     /// Ids of tasks that are not complete.
     pub fn active_task_ids(&self) -> Vec<String> {
         self.live
@@ -606,14 +695,241 @@ impl Overlord {
     }
 }
 
-/// A task id as Druid makes them: `<type>_<dataSource>_<8 random letters>_<ISO time>`.
-pub fn generate_task_id(task_type: &str, data_source: &str, now_ms: i64) -> String {
-    let mut rng = rand::rng();
-    let suffix: String = (0..8)
-        .map(|_| (b'a' + rng.random_range(0..26u8)) as char)
-        .collect();
-    format!(
-        "{task_type}_{data_source}_{suffix}_{}",
-        format_iso_millis(now_ms)
-    )
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use dolmen_metadata::{
+        NewSegment, PublishMode, PublishRequest, SegmentSelector, SqlMetadataStore,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        overlord: Arc<Overlord>,
+        metadata: Arc<dyn MetadataStore>,
+        deep: DeepStorage,
+    }
+
+    async fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let metadata: Arc<dyn MetadataStore> =
+            Arc::new(SqlMetadataStore::connect("sqlite::memory:").await.unwrap());
+        let deep = DeepStorage::local(&dir.path().join("deep")).unwrap();
+        let cache = Arc::new(SegmentCache::new(&dir.path().join("cache"), deep.clone()).unwrap());
+        let view = Arc::new(SegmentView::new(Arc::clone(&metadata)));
+        let overlord = Overlord::start(
+            Arc::clone(&metadata),
+            deep.clone(),
+            view,
+            cache,
+            TaskLogs::new(),
+            OverlordConfig {
+                work_dir: dir.path().join("work"),
+                capacity: 2,
+                host: "localhost".into(),
+                port: 8888,
+            },
+        )
+        .await
+        .unwrap();
+        Fixture {
+            _dir: dir,
+            overlord,
+            metadata,
+            deep,
+        }
+    }
+
+    /// Pushes a small file to deep storage and publishes it as a segment of `day`.
+    async fn publish(f: &Fixture, day: &str, version: &str) -> (String, std::path::PathBuf) {
+        let interval = Interval::parse(day).unwrap();
+        let src = f
+            .deep
+            .local_root()
+            .join(format!("../src-{}-{version}", interval.start));
+        std::fs::write(&src, b"segment bytes").unwrap();
+        let key = format!(
+            "ds/{}/{version}/0/index.parquet",
+            interval.to_underscore_string()
+        );
+        let load_spec = f.deep.push(&src, &key).await.unwrap();
+        let out = f
+            .metadata
+            .publish_segments(PublishRequest {
+                data_source: "ds".into(),
+                segments: vec![NewSegment {
+                    interval,
+                    load_spec: load_spec.clone(),
+                    dimensions: vec![],
+                    metrics: vec![],
+                    columns: vec![],
+                    size: 13,
+                    num_rows: 1,
+                    shard: None,
+                }],
+                mode: PublishMode::Overwrite {
+                    version: version.into(),
+                },
+                drop_existing: vec![],
+            })
+            .await
+            .unwrap();
+        let dolmen_segment::LoadSpec::Local { path } = load_spec;
+        (out[0].identifier.clone(), path.into())
+    }
+
+    async fn wait(f: &Fixture, id: &str) -> TaskRecord {
+        for _ in 0..500 {
+            let t = f.overlord.task(id).await.unwrap().unwrap();
+            if t.status != TaskState::Running {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("task {id} did not finish");
+    }
+
+    #[tokio::test]
+    async fn kill_deletes_only_unused_segments_inside_its_interval() {
+        let f = fixture().await;
+        let (a, a_file) = publish(&f, "2015-09-12/2015-09-13", "v1").await;
+        let (b, b_file) = publish(&f, "2015-09-13/2015-09-14", "v1").await;
+        let (c, c_file) = publish(&f, "2015-09-14/2015-09-15", "v1").await;
+        // a and c unused; b stays used; c lies outside the kill interval.
+        f.metadata
+            .set_segments_used(
+                "ds",
+                &SegmentSelector::Ids(vec![a.clone(), c.clone()]),
+                false,
+            )
+            .await
+            .unwrap();
+        let id = f
+            .overlord
+            .submit(json!({"type": "kill", "dataSource": "ds", "interval": "2015-09-12/2015-09-14", "batchSize": 1}))
+            .await
+            .unwrap();
+        let t = wait(&f, &id).await;
+        assert_eq!(t.status, TaskState::Success, "{:?}", t.error_msg);
+        assert_eq!(t.task_type, "kill");
+        assert_eq!(t.data_source, "ds");
+        assert_eq!(t.payload["batchSize"], 1);
+        assert!(f.metadata.segment(&a).await.unwrap().is_none());
+        assert!(!a_file.exists());
+        assert!(f.metadata.segment(&b).await.unwrap().unwrap().used);
+        assert!(b_file.exists());
+        assert!(!f.metadata.segment(&c).await.unwrap().unwrap().used);
+        assert!(c_file.exists());
+        let report = f.overlord.report(&id).await.unwrap();
+        assert_eq!(
+            report["killUnusedSegments"]["payload"],
+            json!({"numSegmentsKilled": 1, "numBatchesProcessed": 1})
+        );
+        assert!(f.metadata.list_locks().await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn kill_respects_limit_and_versions() {
+        let f = fixture().await;
+        let mut ids = Vec::new();
+        for day in [
+            "2015-09-12/2015-09-13",
+            "2015-09-13/2015-09-14",
+            "2015-09-14/2015-09-15",
+        ] {
+            ids.push(publish(&f, day, "v1").await.0);
+        }
+        f.metadata
+            .set_segments_used("ds", &SegmentSelector::All, false)
+            .await
+            .unwrap();
+        let run = |body: Value| {
+            let o = Arc::clone(&f.overlord);
+            async move { o.submit(body).await.unwrap() }
+        };
+        let id = run(json!({"type": "kill", "dataSource": "ds", "interval": "2015/2016", "versions": ["v0"]})).await;
+        assert_eq!(wait(&f, &id).await.status, TaskState::Success);
+        assert_eq!(f.metadata.segments("ds", true).await.unwrap().len(), 3);
+        let id = run(json!({"type": "kill", "dataSource": "ds", "interval": "2015/2016", "limit": 2, "batchSize": 1})).await;
+        assert_eq!(wait(&f, &id).await.status, TaskState::Success);
+        let left = f.metadata.segments("ds", true).await.unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].segment.identifier, ids[2], "oldest first");
+        let report = f.overlord.report(&id).await.unwrap();
+        assert_eq!(
+            report["killUnusedSegments"]["payload"]["numBatchesProcessed"],
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn kill_waits_for_a_conflicting_lock_and_can_be_shut_down() {
+        let f = fixture().await;
+        // Another task holds an APPEND lock on the day.
+        f.overlord.locks.lock().unwrap().push(HeldLock {
+            task_id: "other".into(),
+            data_source: "ds".into(),
+            interval: Interval::parse("2015-09-12/2015-09-13").unwrap(),
+            exclusive: false,
+        });
+        let id = f
+            .overlord
+            .submit(json!({"type": "kill", "dataSource": "ds", "interval": "2015-09-12T06/2015-09-12T07"}))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let t = f.overlord.task(&id).await.unwrap().unwrap();
+        assert_eq!(t.runner_status, RunnerStatus::Waiting);
+        // Another datasource is not blocked.
+        let other = f
+            .overlord
+            .submit(json!({"type": "kill", "dataSource": "ds2", "interval": "2015/2016"}))
+            .await
+            .unwrap();
+        assert_eq!(wait(&f, &other).await.status, TaskState::Success);
+        // Releasing the lock lets the kill run.
+        f.overlord.release_locks("other").await;
+        assert_eq!(wait(&f, &id).await.status, TaskState::Success);
+
+        // A waiting kill can be shut down with its datasource's tasks.
+        f.overlord.locks.lock().unwrap().push(HeldLock {
+            task_id: "other".into(),
+            data_source: "ds".into(),
+            interval: Interval::ETERNITY,
+            exclusive: true,
+        });
+        let id = f
+            .overlord
+            .submit(json!({"type": "kill", "dataSource": "ds", "interval": "2015/2016"}))
+            .await
+            .unwrap();
+        assert!(matches!(
+            f.overlord.shutdown_data_source_tasks("nope"),
+            Err(OverlordError::NotFound(_))
+        ));
+        assert_eq!(
+            f.overlord.shutdown_data_source_tasks("ds").unwrap(),
+            vec![id.clone()]
+        );
+        let t = wait(&f, &id).await;
+        assert_eq!(t.status, TaskState::Failed);
+        assert!(t.error_msg.unwrap().contains("shut down"));
+    }
+
+    #[tokio::test]
+    async fn unknown_task_types_are_rejected() {
+        let f = fixture().await;
+        let err = f
+            .overlord
+            .submit(json!({"type": "compact", "dataSource": "ds"}))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, OverlordError::InvalidTask(ref m) if m.contains("type")),
+            "{err}"
+        );
+    }
 }

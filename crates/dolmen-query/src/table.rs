@@ -8,6 +8,14 @@
 //! DataFusion's Parquet scan (row groups and pages pruned by statistics through the pushed
 //! predicate). Entries visible over only part of their time chunk (a higher version covers the
 //! rest) are read with a filter restricting `__time` to the visible part.
+//!
+//! Multi-value string dimensions (`SegmentColumn::multi_value`) are `List<Utf8>` columns whose
+//! field carries [`dolmen_segment::MULTI_VALUE_METADATA_KEY`], so result writers report them as
+//! Druid's `STRING`. A column that is multi-value in any visible segment is a list in the table
+//! schema; segments that stored it as a plain string are read through Arrow's cast (each value
+//! becomes a one-element list). Multi-value SQL semantics (implicit unnest in `GROUP BY`,
+//! filters matching any value, `MV_*` functions) are not implemented yet: comparing such a
+//! column with a string is rejected at planning time (see `docs/sql.md`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -130,11 +138,15 @@ pub fn datasource_schema(timeline: &Timeline) -> SchemaRef {
         false,
     )];
     let mut seen = HashSet::new();
+    let mut multi: HashSet<&str> = HashSet::new();
     let mut dims: Vec<&SegmentColumn> = Vec::new();
     let mut metrics: Vec<&SegmentColumn> = Vec::new();
     for entry in timeline.entries().iter().rev() {
         for seg in &entry.segments {
             for c in &seg.columns {
+                if c.is_multi_value() {
+                    multi.insert(c.name.as_str());
+                }
                 if seen.insert(c.name.as_str()) {
                     match c.kind {
                         dolmen_segment::ColumnKind::Dimension => dims.push(c),
@@ -145,7 +157,13 @@ pub fn datasource_schema(timeline: &Timeline) -> SchemaRef {
         }
     }
     for c in dims.into_iter().chain(metrics) {
-        fields.push(Field::new(&c.name, c.ty.arrow_type(), true));
+        if multi.contains(c.name.as_str()) && c.ty == dolmen_segment::ColumnType::String {
+            let mut mv = c.clone();
+            mv.multi_value = true;
+            fields.push(mv.arrow_field());
+        } else {
+            fields.push(c.arrow_field());
+        }
     }
     Arc::new(Schema::new(fields))
 }
@@ -438,6 +456,184 @@ mod tests {
                 start: MIN_INSTANT,
                 end: MAX_INSTANT
             }]
+        );
+    }
+
+    /// Writes one segment file with `__time` and a `tags` dimension (multi-value or not) and
+    /// returns its payload.
+    async fn tags_segment(
+        deep: &dolmen_storage::DeepStorage,
+        dir: &std::path::Path,
+        interval: &str,
+        tags: arrow::array::ArrayRef,
+        multi: bool,
+    ) -> dolmen_segment::DataSegment {
+        use dolmen_segment::{ColumnKind, ColumnType, DataSegment, SegmentSchema, ShardSpec};
+        let mut col = SegmentColumn::new("tags", ColumnType::String, ColumnKind::Dimension);
+        col.multi_value = multi;
+        let schema = SegmentSchema { columns: vec![col] };
+        let iv = Interval::parse(interval).unwrap();
+        let n = tags.len();
+        // Files may hold hidden columns after the listed ones (first/last metric times).
+        let mut fields: Vec<Field> = schema
+            .arrow_schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("__dolmen_time:m", DataType::Int64, true));
+        let file_schema = Arc::new(Schema::new(fields));
+        let batch = arrow::record_batch::RecordBatch::try_new(
+            Arc::clone(&file_schema),
+            vec![
+                Arc::new(arrow::array::TimestampMillisecondArray::from(vec![
+                    iv.start;
+                    n
+                ])),
+                tags,
+                Arc::new(arrow::array::Int64Array::from(vec![iv.start; n])),
+            ],
+        )
+        .unwrap();
+        let file = dir.join(format!("{}.parquet", iv.start));
+        let size = dolmen_segment::file::write_segment_file(
+            &file,
+            file_schema,
+            &[batch],
+            dolmen_segment::file::compression_for(None),
+        )
+        .unwrap();
+        let load_spec = deep
+            .push(&file, &format!("mv/{}/index.parquet", iv.start))
+            .await
+            .unwrap();
+        DataSegment {
+            data_source: "mv".into(),
+            interval: iv,
+            version: "v1".into(),
+            load_spec,
+            dimensions: "tags".into(),
+            metrics: String::new(),
+            shard_spec: ShardSpec::Numbered {
+                partition_num: 0,
+                partitions: 1,
+            },
+            binary_version: 9,
+            size,
+            num_rows: n as u64,
+            columns: schema.columns,
+            last_compaction_state: None,
+            identifier: format!("mv_{interval}_v1"),
+        }
+    }
+
+    #[tokio::test]
+    async fn multi_value_columns_read_as_lists() {
+        use arrow::array::{Array, AsArray, ListBuilder, StringArray, StringBuilder};
+        use datafusion::prelude::SessionContext;
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dolmen_storage::DeepStorage::local(&dir.path().join("deep")).unwrap();
+        let cache = Arc::new(SegmentCache::new(&dir.path().join("cache"), deep.clone()).unwrap());
+        // An older segment stored `tags` as a plain string, a newer one as a list.
+        let old = tags_segment(
+            &deep,
+            dir.path(),
+            "2020-01-01/2020-01-02",
+            Arc::new(StringArray::from(vec![Some("x"), None])),
+            false,
+        )
+        .await;
+        let mut b = ListBuilder::new(StringBuilder::new());
+        b.values().append_value("a");
+        b.values().append_value("b");
+        b.append(true);
+        b.values().append_value("c");
+        b.append(true);
+        let new = tags_segment(
+            &deep,
+            dir.path(),
+            "2020-01-02/2020-01-03",
+            Arc::new(b.finish()),
+            true,
+        )
+        .await;
+        let timeline = Arc::new(Timeline::build([Arc::new(old), Arc::new(new)]));
+        let schema = datasource_schema(&timeline);
+        let f = schema.field_with_name("tags").unwrap();
+        assert_eq!(f.data_type(), &dolmen_segment::multi_value_string_type());
+        assert_eq!(
+            f.metadata()
+                .get(dolmen_segment::MULTI_VALUE_METADATA_KEY)
+                .map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(
+            schema.fields().len(),
+            2,
+            "hidden file columns are not in the table"
+        );
+        let ctx = SessionContext::new();
+        ctx.register_table(
+            "mv",
+            Arc::new(DatasourceTable::new("mv".into(), timeline, cache)),
+        )
+        .unwrap();
+        let df = ctx
+            .sql("SELECT tags FROM mv ORDER BY __time")
+            .await
+            .unwrap();
+        let out_schema = df.schema().as_arrow().clone();
+        assert!(
+            out_schema
+                .field(0)
+                .metadata()
+                .contains_key(dolmen_segment::MULTI_VALUE_METADATA_KEY),
+            "the multi-value marker reaches the result schema"
+        );
+        let batches = df.collect().await.unwrap();
+        let mut rows: Vec<Option<Vec<Option<String>>>> = Vec::new();
+        for batch in &batches {
+            let l = batch.column(0).as_list::<i32>();
+            for i in 0..l.len() {
+                rows.push(l.is_valid(i).then(|| {
+                    l.value(i)
+                        .as_string::<i32>()
+                        .iter()
+                        .map(|s| s.map(str::to_string))
+                        .collect()
+                }));
+            }
+        }
+        let some = |v: &[&str]| Some(v.iter().map(|s| Some(s.to_string())).collect::<Vec<_>>());
+        assert_eq!(rows.len(), 4);
+        assert!(rows.contains(&some(&["x"])));
+        assert!(rows.contains(&some(&["a", "b"])));
+        assert!(rows.contains(&some(&["c"])));
+        // A plain-string null is read as a null list or a list holding null; both render null.
+        assert!(
+            rows.iter()
+                .any(|r| r.is_none() || r.as_deref() == Some(&[None][..]))
+        );
+
+        // GROUP BY groups by the whole list (no implicit unnest yet).
+        let grouped = ctx
+            .sql("SELECT tags, COUNT(*) AS n FROM mv GROUP BY tags")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(grouped.iter().map(|b| b.num_rows()).sum::<usize>(), 4);
+
+        // Comparing the list with a string is a planning error, not a panic.
+        let err = match ctx.sql("SELECT tags FROM mv WHERE tags = 'a'").await {
+            Ok(df) => df.collect().await.map(|_| ()).unwrap_err(),
+            Err(e) => e,
+        };
+        assert!(
+            err.to_string()
+                .contains("comparison operation List(Utf8) = Utf8"),
+            "{err}"
         );
     }
 }

@@ -22,6 +22,11 @@
 //!   strings `"NaN"`, `"Infinity"`, `"-Infinity"` (Jackson's default `QUOTE_NON_NUMERIC_NUMBERS`).
 //! - Arrays: with `sqlStringifyArrays` (Druid's default, [`ResultWriter::with_stringify_arrays`])
 //!   the JSON text of the array as a string (`"[\"a\",\"b\"]"`), else a JSON array.
+//! - Multi-value strings (a `List<Utf8>` field marked with
+//!   [`dolmen_segment::MULTI_VALUE_METADATA_KEY`], reported as `STRING`/`VARCHAR`): as Druid's
+//!   `SqlResults.coerce` does for VARCHAR, a row with one value is that string, a null (or empty)
+//!   row is null, and a row with several values is the JSON text of the string list, a JSON
+//!   string (`"[\"a\",\"b\"]"`) whatever `sqlStringifyArrays` says; CSV gets the same text.
 //! - Structs and maps (`COMPLEX<json>`): JSON objects. Binary: base64 strings.
 //! - Strings are escaped as Jackson does (`\"`, `\\`, `\n`, `\t`, `\r`, `\b`, `\f`, other control
 //!   characters as `\u00XX`; non-ASCII is written as UTF-8).
@@ -40,8 +45,8 @@ use arrow::array::{
 };
 use arrow::datatypes::{
     DataType, Date32Type, Date64Type, DurationMicrosecondType, DurationMillisecondType,
-    DurationNanosecondType, DurationSecondType, Int8Type, Int16Type, Int32Type, Int64Type, Schema,
-    TimeUnit, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    DurationNanosecondType, DurationSecondType, Field, Int8Type, Int16Type, Int32Type, Int64Type,
+    Schema, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
     TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use arrow::error::ArrowError;
@@ -140,6 +145,8 @@ pub struct ColumnInfo {
     pub native_type: String,
     /// SQL type name (`SqlTypeName.getName`): `VARCHAR`, `BIGINT`, `TIMESTAMP`, `ARRAY`, `OTHER`, ...
     pub sql_type: String,
+    /// A multi-value string column (rendered as described in the module docs).
+    pub multi_value: bool,
 }
 
 impl ColumnInfo {
@@ -150,16 +157,38 @@ impl ColumnInfo {
             name: name.to_string(),
             native_type,
             sql_type: sql_type.to_string(),
+            multi_value: false,
+        }
+    }
+
+    /// The column info for `field`: a list field carrying
+    /// [`dolmen_segment::MULTI_VALUE_METADATA_KEY`] is a multi-value `STRING`/`VARCHAR`
+    /// column; anything else as [`ColumnInfo::from_arrow`].
+    pub fn from_field(field: &Field) -> ColumnInfo {
+        let marked = field
+            .metadata()
+            .get(dolmen_segment::MULTI_VALUE_METADATA_KEY)
+            .is_some_and(|v| v == "true");
+        if marked && is_list(field.data_type()) {
+            ColumnInfo {
+                name: field.name().to_string(),
+                native_type: "STRING".to_string(),
+                sql_type: "VARCHAR".to_string(),
+                multi_value: true,
+            }
+        } else {
+            ColumnInfo::from_arrow(field.name(), field.data_type())
         }
     }
 }
 
-/// Column infos for every field of `schema`; see [`druid_types`].
+/// Column infos for every field of `schema`; see [`druid_types`] and
+/// [`ColumnInfo::from_field`].
 pub fn column_infos(schema: &Schema) -> Vec<ColumnInfo> {
     schema
         .fields()
         .iter()
-        .map(|f| ColumnInfo::from_arrow(f.name(), f.data_type()))
+        .map(|f| ColumnInfo::from_field(f))
         .collect()
 }
 
@@ -404,6 +433,7 @@ impl ResultWriter {
             .map(normalize)
             .collect::<Result<_, _>>()?;
         let cols: Vec<Col<'_>> = normalized.iter().map(|a| Col::new(a.as_ref())).collect();
+        let multi: Vec<bool> = self.columns.iter().map(|c| c.multi_value).collect();
         let ctx = RenderCtx {
             tz: self.tz,
             stringify_arrays: self.stringify_arrays,
@@ -421,7 +451,11 @@ impl ResultWriter {
                                 out.push(b',');
                             }
                             out.extend_from_slice(&self.keys[i]);
-                            col.write_json(row, &ctx, out, &mut scratch, &mut text)?;
+                            if multi[i] {
+                                write_multi_value(normalized[i].as_ref(), row, true, out)?;
+                            } else {
+                                col.write_json(row, &ctx, out, &mut scratch, &mut text)?;
+                            }
                         }
                         out.push(b'}');
                     }
@@ -432,7 +466,11 @@ impl ResultWriter {
                             if i > 0 {
                                 out.push(b',');
                             }
-                            col.write_json(row, &ctx, out, &mut scratch, &mut text)?;
+                            if multi[i] {
+                                write_multi_value(normalized[i].as_ref(), row, true, out)?;
+                            } else {
+                                col.write_json(row, &ctx, out, &mut scratch, &mut text)?;
+                            }
                         }
                         out.push(b']');
                     }
@@ -443,7 +481,16 @@ impl ResultWriter {
                                 out.push(b',');
                             }
                             scratch.clear();
-                            col.write_text(row, &ctx, &mut scratch, &mut text)?;
+                            if multi[i] {
+                                write_multi_value(
+                                    normalized[i].as_ref(),
+                                    row,
+                                    false,
+                                    &mut scratch,
+                                )?;
+                            } else {
+                                col.write_text(row, &ctx, &mut scratch, &mut text)?;
+                            }
                             write_csv_field(out, &scratch, only_one && scratch.is_empty());
                         }
                         out.push(b'\n');
@@ -960,6 +1007,71 @@ fn list_values(a: &dyn Array, row: usize) -> Option<ArrayRef> {
         DataType::LargeListView(_) => Some(a.as_list_view::<i64>().value(row)),
         _ => None,
     }
+}
+
+/// Writes a multi-value string row of list-like `a`: as JSON (`json`) or as CSV text. One
+/// value is the plain string, null or no value is null (empty in CSV), several values are the
+/// JSON text of the list (as a JSON string in JSON formats), as Druid's `SqlResults.coerce`.
+fn write_multi_value(
+    a: &dyn Array,
+    row: usize,
+    json: bool,
+    out: &mut Vec<u8>,
+) -> Result<(), ArrowError> {
+    let values = match (a.is_null(row), list_values(a, row)) {
+        (false, Some(v)) => normalize(&v)?,
+        _ => {
+            if json {
+                out.extend_from_slice(b"null");
+            }
+            return Ok(());
+        }
+    };
+    let element = |i: usize, buf: &mut Vec<u8>| -> Result<Option<String>, ArrowError> {
+        if values.is_null(i) {
+            return Ok(None);
+        }
+        if let Some(s) = string_value(values.as_ref(), i) {
+            return Ok(Some(s.to_string()));
+        }
+        buf.clear();
+        write_json_any(values.as_ref(), i, buf)?;
+        Ok(Some(String::from_utf8_lossy(buf).into_owned()))
+    };
+    let mut buf = Vec::new();
+    match values.len() {
+        0 => {
+            if json {
+                out.extend_from_slice(b"null");
+            }
+        }
+        1 => match element(0, &mut buf)? {
+            Some(s) if json => write_json_string(out, &s),
+            Some(s) => out.extend_from_slice(s.as_bytes()),
+            None if json => out.extend_from_slice(b"null"),
+            None => {}
+        },
+        n => {
+            let mut text = Vec::with_capacity(n * 8);
+            text.push(b'[');
+            for i in 0..n {
+                if i > 0 {
+                    text.push(b',');
+                }
+                match element(i, &mut buf)? {
+                    Some(s) => write_json_string(&mut text, &s),
+                    None => text.extend_from_slice(b"null"),
+                }
+            }
+            text.push(b']');
+            if json {
+                write_json_string(out, &String::from_utf8_lossy(&text));
+            } else {
+                out.extend_from_slice(&text);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes `[a, b]` as Java's `List.toString` (CSV with `sqlStringifyArrays` off).
@@ -1648,5 +1760,57 @@ mod tests {
         let b = batch();
         let mut w = ResultWriter::new(ResultFormat::Object, vec![], false, false, false, Zone::Utc);
         assert!(w.write_batch(&b, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn multi_value_strings_render_as_druid_varchar() {
+        let mut b = ListBuilder::new(StringBuilder::new());
+        b.values().append_value("a");
+        b.values().append_value("b\"");
+        b.append(true);
+        b.values().append_value("only");
+        b.append(true);
+        b.append(false);
+        b.values().append_null();
+        b.append(true);
+        b.values().append_value("x");
+        b.values().append_null();
+        b.append(true);
+        let tags = b.finish();
+        let field = Field::new("tags", tags.data_type().clone(), true).with_metadata(
+            [(
+                dolmen_segment::MULTI_VALUE_METADATA_KEY.to_string(),
+                "true".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        let batch =
+            RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![Arc::new(tags)]).unwrap();
+        let infos = column_infos(&batch.schema());
+        assert_eq!(infos[0].native_type, "STRING");
+        assert_eq!(infos[0].sql_type, "VARCHAR");
+        assert!(infos[0].multi_value);
+        let render = |format: ResultFormat, stringify: bool| {
+            let mut w = ResultWriter::new(format, infos.clone(), true, true, true, Zone::Utc)
+                .with_stringify_arrays(stringify);
+            String::from_utf8(render_all(&mut w, std::slice::from_ref(&batch)).unwrap()).unwrap()
+        };
+        let want = concat!(
+            r#"[{"tags":{"type":"STRING","sqlType":"VARCHAR"}},"#,
+            r#"{"tags":"[\"a\",\"b\\\"\"]"},{"tags":"only"},{"tags":null},{"tags":null},"#,
+            r#"{"tags":"[\"x\",null]"}]"#,
+            "\n"
+        );
+        assert_eq!(render(ResultFormat::Object, true), want);
+        assert_eq!(render(ResultFormat::Object, false), want);
+        assert_eq!(
+            render(ResultFormat::Csv, true),
+            "tags\nSTRING\nVARCHAR\n\"[\"\"a\"\",\"\"b\\\"\"\"\"]\"\nonly\n\"\"\n\"\"\n\"[\"\"x\"\",null]\"\n\n"
+        );
+        // The same list without the marker is an ARRAY.
+        let plain = ColumnInfo::from_arrow("tags", batch.column(0).data_type());
+        assert_eq!(plain.native_type, "ARRAY<STRING>");
+        assert!(!plain.multi_value);
     }
 }

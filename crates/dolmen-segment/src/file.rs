@@ -51,10 +51,14 @@ impl ColumnType {
         }
     }
 
-    /// Maps an Arrow type back to a column type, if it is one segments store.
+    /// Maps an Arrow type back to a column type, if it is one segments store (a list of strings,
+    /// the form of a multi-value dimension, maps to [`ColumnType::String`]).
     pub fn from_arrow(dt: &DataType) -> Option<ColumnType> {
         match dt {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(ColumnType::String),
+            DataType::List(f) if matches!(f.data_type(), DataType::Utf8) => {
+                Some(ColumnType::String)
+            }
             DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => {
                 Some(ColumnType::Long)
             }
@@ -75,6 +79,16 @@ pub enum ColumnKind {
     Metric,
 }
 
+/// Arrow field metadata key marking a `List<Utf8>` column as a Druid multi-value STRING
+/// dimension (value `"true"`), so that the query side can tell it from an `ARRAY<STRING>`.
+pub const MULTI_VALUE_METADATA_KEY: &str = "dolmen.multiValue";
+
+/// The Arrow type of a multi-value string dimension: `List<Utf8>` with nullable items named
+/// `item` (Arrow's default list field).
+pub fn multi_value_string_type() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
+}
+
 /// One non-time column of a segment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SegmentColumn {
@@ -85,6 +99,57 @@ pub struct SegmentColumn {
     pub ty: ColumnType,
     /// Dimension or metric.
     pub kind: ColumnKind,
+    /// A multi-value STRING dimension (Druid's segment metadata reports it as type `STRING` with
+    /// `hasMultipleValues: true`). Stored as Arrow `List<Utf8>`: a row with one value is a
+    /// one-element list, null is a null list. Absent (false) in payloads written before
+    /// multi-value support.
+    #[serde(
+        default,
+        rename = "hasMultipleValues",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub multi_value: bool,
+}
+
+impl SegmentColumn {
+    /// A single-valued column.
+    pub fn new(name: impl Into<String>, ty: ColumnType, kind: ColumnKind) -> SegmentColumn {
+        SegmentColumn {
+            name: name.into(),
+            ty,
+            kind,
+            multi_value: false,
+        }
+    }
+
+    /// Whether this is a multi-value string column (only string columns can be).
+    pub fn is_multi_value(&self) -> bool {
+        self.multi_value && self.ty == ColumnType::String
+    }
+
+    /// The Arrow type in segment files and queries: [`ColumnType::arrow_type`], or
+    /// [`multi_value_string_type`] for a multi-value string column.
+    pub fn arrow_type(&self) -> DataType {
+        if self.is_multi_value() {
+            multi_value_string_type()
+        } else {
+            self.ty.arrow_type()
+        }
+    }
+
+    /// The nullable Arrow field; a multi-value column carries [`MULTI_VALUE_METADATA_KEY`].
+    pub fn arrow_field(&self) -> Field {
+        let f = Field::new(&self.name, self.arrow_type(), true);
+        if self.is_multi_value() {
+            f.with_metadata(
+                [(MULTI_VALUE_METADATA_KEY.to_string(), "true".to_string())]
+                    .into_iter()
+                    .collect(),
+            )
+        } else {
+            f
+        }
+    }
 }
 
 /// The columns of a segment after `__time`: dimensions in order, then metrics.
@@ -103,7 +168,7 @@ impl SegmentSchema {
             false,
         )];
         for c in &self.columns {
-            fields.push(Field::new(&c.name, c.ty.arrow_type(), true));
+            fields.push(c.arrow_field());
         }
         Arc::new(Schema::new(fields))
     }
@@ -282,16 +347,8 @@ mod tests {
     fn writes_readable_parquet() {
         let schema = SegmentSchema {
             columns: vec![
-                SegmentColumn {
-                    name: "page".into(),
-                    ty: ColumnType::String,
-                    kind: ColumnKind::Dimension,
-                },
-                SegmentColumn {
-                    name: "count".into(),
-                    ty: ColumnType::Long,
-                    kind: ColumnKind::Metric,
-                },
+                SegmentColumn::new("page", ColumnType::String, ColumnKind::Dimension),
+                SegmentColumn::new("count", ColumnType::Long, ColumnKind::Metric),
             ],
         };
         let arrow_schema = schema.arrow_schema();
@@ -316,5 +373,35 @@ mod tests {
         let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
         assert_eq!(rows, 2);
         assert!(!path.with_extension("parquet.tmp").exists());
+    }
+
+    #[test]
+    fn multi_value_columns() {
+        let mut c = SegmentColumn::new("tags", ColumnType::String, ColumnKind::Dimension);
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            serde_json::json!({"name": "tags", "type": "string", "kind": "dimension"})
+        );
+        assert_eq!(c.arrow_type(), DataType::Utf8);
+        c.multi_value = true;
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["hasMultipleValues"], serde_json::json!(true));
+        assert_eq!(serde_json::from_value::<SegmentColumn>(v).unwrap(), c);
+        let f = c.arrow_field();
+        assert_eq!(f.data_type(), &multi_value_string_type());
+        assert_eq!(
+            f.metadata()
+                .get(MULTI_VALUE_METADATA_KEY)
+                .map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(
+            ColumnType::from_arrow(f.data_type()),
+            Some(ColumnType::String)
+        );
+        // Only strings can be multi-value.
+        let mut n = SegmentColumn::new("n", ColumnType::Long, ColumnKind::Dimension);
+        n.multi_value = true;
+        assert_eq!(n.arrow_type(), DataType::Int64);
     }
 }

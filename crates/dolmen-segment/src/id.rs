@@ -43,12 +43,16 @@ impl fmt::Display for SegmentId {
     }
 }
 
-/// How a segment's partition relates to the others of its `(interval, version)`.
+/// How a segment's partition relates to the others of its `(interval, version)`, in Druid's
+/// JSON shapes (`docs/design/segments.md`, `NumberedShardSpec`, `HashBasedNumberedShardSpec`,
+/// `SingleDimensionShardSpec`, `DimensionRangeShardSpec`).
 ///
-/// Only `numbered` (dynamic partitioning and appends) is produced now; hashed and range shard
-/// specs follow with their partitioning schemes. `partitions` is the number of *core*
-/// partitions: the set is complete once partitions `0..partitions` are all published;
-/// partitions numbered `>= partitions` are appended later and are each complete on their own.
+/// Every kind has a partition number and a number of *core* partitions: the set is complete
+/// once partitions `0..core` are all published; partitions numbered `>= core` are appended
+/// later and are each complete on their own. `numbered` comes from dynamic partitioning and
+/// appends; `hashed` from hash partitioning (a row's bucket is a hash of its partition
+/// dimensions); `single` and `range` from range partitioning on one or more dimensions, where
+/// a segment holds the rows whose dimension values fall in `[start, end)` (null = unbounded).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum ShardSpec {
@@ -60,20 +64,121 @@ pub enum ShardSpec {
         /// Number of core partitions in the set.
         partitions: u32,
     },
+    /// Druid's `HashBasedNumberedShardSpec`.
+    #[serde(rename_all = "camelCase")]
+    Hashed {
+        /// This segment's partition number.
+        partition_num: u32,
+        /// Number of core partitions in the set.
+        partitions: u32,
+        /// The hash bucket this segment holds.
+        bucket_id: u32,
+        /// Number of hash buckets of the time chunk.
+        num_buckets: u32,
+        /// Dimensions hashed (empty: all dimensions and the truncated timestamp).
+        partition_dimensions: Vec<String>,
+        /// Hash function name (`murmur3_32_abs`).
+        partition_function: String,
+    },
+    /// Druid's `SingleDimensionShardSpec` (`single_dim` partitioning).
+    #[serde(rename_all = "camelCase")]
+    Single {
+        /// The partition dimension.
+        dimension: String,
+        /// Inclusive lower bound (null: unbounded).
+        start: Option<String>,
+        /// Exclusive upper bound (null: unbounded).
+        end: Option<String>,
+        /// This segment's partition number.
+        partition_num: u32,
+        /// Number of core partitions in the set.
+        num_core_partitions: u32,
+    },
+    /// Druid's `DimensionRangeShardSpec` (`range` partitioning).
+    #[serde(rename_all = "camelCase")]
+    Range {
+        /// The partition dimensions, in order.
+        dimensions: Vec<String>,
+        /// Inclusive lower bound tuple (null: unbounded).
+        start: Option<Vec<Option<String>>>,
+        /// Exclusive upper bound tuple (null: unbounded).
+        end: Option<Vec<Option<String>>>,
+        /// This segment's partition number.
+        partition_num: u32,
+        /// Number of core partitions in the set.
+        num_core_partitions: u32,
+    },
 }
 
 impl ShardSpec {
     /// This segment's partition number.
     pub fn partition_num(&self) -> u32 {
         match self {
-            ShardSpec::Numbered { partition_num, .. } => *partition_num,
+            ShardSpec::Numbered { partition_num, .. }
+            | ShardSpec::Hashed { partition_num, .. }
+            | ShardSpec::Single { partition_num, .. }
+            | ShardSpec::Range { partition_num, .. } => *partition_num,
         }
     }
 
     /// Number of core partitions of the set this segment belongs to.
     pub fn core_partitions(&self) -> u32 {
         match self {
-            ShardSpec::Numbered { partitions, .. } => *partitions,
+            ShardSpec::Numbered { partitions, .. } | ShardSpec::Hashed { partitions, .. } => {
+                *partitions
+            }
+            ShardSpec::Single {
+                num_core_partitions,
+                ..
+            }
+            | ShardSpec::Range {
+                num_core_partitions,
+                ..
+            } => *num_core_partitions,
+        }
+    }
+
+    /// The same shard spec with partition number `num` of `core` core partitions (how the
+    /// metadata store numbers a task's segments when it publishes them).
+    pub fn renumbered(&self, num: u32, core: u32) -> ShardSpec {
+        let mut s = self.clone();
+        match &mut s {
+            ShardSpec::Numbered {
+                partition_num,
+                partitions,
+            }
+            | ShardSpec::Hashed {
+                partition_num,
+                partitions,
+                ..
+            } => {
+                *partition_num = num;
+                *partitions = core;
+            }
+            ShardSpec::Single {
+                partition_num,
+                num_core_partitions,
+                ..
+            }
+            | ShardSpec::Range {
+                partition_num,
+                num_core_partitions,
+                ..
+            } => {
+                *partition_num = num;
+                *num_core_partitions = core;
+            }
+        }
+        s
+    }
+
+    /// The Druid type name (`numbered`, `hashed`, `single`, `range`).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ShardSpec::Numbered { .. } => "numbered",
+            ShardSpec::Hashed { .. } => "hashed",
+            ShardSpec::Single { .. } => "single",
+            ShardSpec::Range { .. } => "range",
         }
     }
 }
@@ -177,6 +282,44 @@ mod tests {
             ..id
         };
         assert!(id1.to_string().ends_with("_2024-01-01T00:00:00.000Z_3"));
+    }
+
+    #[test]
+    fn shard_specs_in_druid_shapes() {
+        let hashed = ShardSpec::Hashed {
+            partition_num: 0,
+            partitions: 0,
+            bucket_id: 1,
+            num_buckets: 2,
+            partition_dimensions: vec!["page".into()],
+            partition_function: "murmur3_32_abs".into(),
+        }
+        .renumbered(1, 2);
+        assert_eq!(
+            serde_json::to_value(&hashed).unwrap(),
+            serde_json::json!({"type": "hashed", "partitionNum": 1, "partitions": 2, "bucketId": 1,
+                "numBuckets": 2, "partitionDimensions": ["page"], "partitionFunction": "murmur3_32_abs"})
+        );
+        let single = ShardSpec::Single {
+            dimension: "page".into(),
+            start: None,
+            end: Some("m".into()),
+            partition_num: 0,
+            num_core_partitions: 0,
+        }
+        .renumbered(0, 3);
+        assert_eq!(
+            serde_json::to_value(&single).unwrap(),
+            serde_json::json!({"type": "single", "dimension": "page", "start": null, "end": "m",
+                "partitionNum": 0, "numCorePartitions": 3})
+        );
+        assert_eq!((single.partition_num(), single.core_partitions()), (0, 3));
+        let range: ShardSpec = serde_json::from_value(serde_json::json!({"type": "range",
+            "dimensions": ["a", "b"], "start": ["x", null], "end": null, "partitionNum": 2,
+            "numCorePartitions": 3}))
+        .unwrap();
+        assert_eq!((range.partition_num(), range.core_partitions()), (2, 3));
+        assert_eq!(range.type_name(), "range");
     }
 
     #[test]

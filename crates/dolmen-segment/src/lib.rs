@@ -5,13 +5,20 @@
 //! rows sorted by `__time` then by the dimensions in order, with column statistics and the page
 //! index so that the query engine can skip data by `__time` and by dimension values. Column
 //! types are Druid's: `__time` is `Timestamp(Millisecond, None)` (UTC), `string` dimensions are
-//! UTF-8, `long` is Int64, `float` Float32, `double` Float64.
+//! UTF-8, `long` is Int64, `float` Float32, `double` Float64. A multi-value string dimension
+//! (Druid's `docs/querying/multi-value-dimensions.md`) is `List<Utf8>` and is flagged in the
+//! payload's column list ([`SegmentColumn::multi_value`], serialized as `hasMultipleValues`).
+//! Files may hold hidden columns after the listed ones (the indexer keeps the timestamp of
+//! `*First`/`*Last` metric values there); readers go by the listed columns.
 
 pub mod file;
 pub mod id;
 pub mod timeline;
 
-pub use file::{ColumnKind, ColumnType, SegmentColumn, SegmentFileWriter, SegmentSchema};
+pub use file::{
+    ColumnKind, ColumnType, MULTI_VALUE_METADATA_KEY, SegmentColumn, SegmentFileWriter,
+    SegmentSchema, multi_value_string_type,
+};
 pub use id::{DataSegment, LoadSpec, SegmentId, ShardSpec};
 pub use timeline::{Timeline, TimelineEntry};
 

@@ -35,6 +35,18 @@ impl From<dolmen_overlord::OverlordError> for ResourceError {
     }
 }
 
+impl From<dolmen_metadata::MetadataError> for ResourceError {
+    fn from(e: dolmen_metadata::MetadataError) -> Self {
+        ResourceError::new(e.category().http_status(), e.to_string())
+    }
+}
+
+impl From<dolmen_storage::StorageError> for ResourceError {
+    fn from(e: dolmen_storage::StorageError) -> Self {
+        ResourceError::new(e.category().http_status(), e.to_string())
+    }
+}
+
 impl IntoResponse for ResourceError {
     fn into_response(self) -> Response {
         if self.status.is_server_error() {

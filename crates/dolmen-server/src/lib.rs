@@ -9,6 +9,7 @@
 //! Handlers are thin: they parse and validate the request at the edge and call the overlord or
 //! the query engine.
 
+pub mod coordinator;
 pub mod error;
 pub mod paths;
 pub mod sql;
@@ -22,7 +23,7 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use dolmen_metadata::MetadataStore;
 use dolmen_overlord::Overlord;
 use dolmen_query::QueryEngine;
@@ -79,6 +80,65 @@ fn api_routes() -> Router<Arc<AppState>> {
         .route(paths::RUNNING_TASKS, get(tasks::running_tasks))
         .route(paths::WAITING_TASKS, get(tasks::waiting_tasks))
         .route(paths::PENDING_TASKS, get(tasks::pending_tasks))
+        .route(paths::SHUTDOWN_ALL_TASKS, post(tasks::shutdown_all_tasks))
+        .route(paths::TASK_STATUSES, post(tasks::task_statuses))
+        .route(
+            paths::PENDING_SEGMENTS,
+            delete(tasks::delete_pending_segments),
+        )
+        .route(paths::INDEXER_IS_LEADER, get(tasks::is_leader))
+        .route(paths::INDEXER_LEADER, get(tasks::leader))
+        .route(paths::COORDINATOR_IS_LEADER, get(tasks::is_leader))
+        .route(paths::COORDINATOR_LEADER, get(tasks::leader))
+        .route(paths::LOAD_STATUS, get(coordinator::load_status))
+        .route(paths::DATASOURCES, get(coordinator::list_datasources))
+        .route(
+            paths::DATASOURCE,
+            get(coordinator::get_datasource)
+                .post(coordinator::mark_all_used)
+                .delete(coordinator::mark_all_unused),
+        )
+        .route(
+            paths::DATASOURCE_INTERVALS,
+            get(coordinator::list_intervals),
+        )
+        .route(
+            paths::DATASOURCE_INTERVAL,
+            get(coordinator::get_interval).delete(coordinator::kill_interval),
+        )
+        .route(
+            paths::DATASOURCE_SEGMENTS,
+            get(coordinator::list_served_segments),
+        )
+        .route(
+            paths::DATASOURCE_SEGMENT,
+            get(coordinator::get_served_segment)
+                .post(coordinator::mark_segment_used)
+                .delete(coordinator::mark_segment_unused),
+        )
+        .route(paths::DATASOURCE_MARK_USED, post(coordinator::mark_used))
+        .route(
+            paths::DATASOURCE_MARK_UNUSED,
+            post(coordinator::mark_unused),
+        )
+        .route(
+            paths::DATASOURCE_LOAD_STATUS,
+            get(coordinator::datasource_load_status),
+        )
+        .route(paths::DATASOURCE_TIERS, get(coordinator::list_tiers))
+        .route(
+            paths::METADATA_DATASOURCES,
+            get(coordinator::metadata_datasources),
+        )
+        .route(
+            paths::METADATA_DATASOURCE,
+            get(coordinator::metadata_datasource),
+        )
+        .route(
+            paths::METADATA_SEGMENTS,
+            get(coordinator::metadata_segments),
+        )
+        .route(paths::METADATA_SEGMENT, get(coordinator::metadata_segment))
 }
 
 /// Renames `X-Service-*` response headers to `X-Druid-*` for the `/druid` tree.

@@ -40,3 +40,51 @@ pub const RUNNING_TASKS: &str = "/indexer/v1/runningTasks";
 pub const WAITING_TASKS: &str = "/indexer/v1/waitingTasks";
 /// `GET /indexer/v1/pendingTasks`.
 pub const PENDING_TASKS: &str = "/indexer/v1/pendingTasks";
+/// `POST /indexer/v1/datasources/{dataSource}/shutdownAllTasks`.
+pub const SHUTDOWN_ALL_TASKS: &str = "/indexer/v1/datasources/{data_source}/shutdownAllTasks";
+/// `POST /indexer/v1/taskStatus`: statuses of many tasks.
+pub const TASK_STATUSES: &str = "/indexer/v1/taskStatus";
+/// `DELETE /indexer/v1/pendingSegments/{dataSource}`.
+pub const PENDING_SEGMENTS: &str = "/indexer/v1/pendingSegments/{data_source}";
+/// `GET /indexer/v1/isLeader`.
+pub const INDEXER_IS_LEADER: &str = "/indexer/v1/isLeader";
+/// `GET /indexer/v1/leader`.
+pub const INDEXER_LEADER: &str = "/indexer/v1/leader";
+
+/// `GET /coordinator/v1/isLeader`.
+pub const COORDINATOR_IS_LEADER: &str = "/coordinator/v1/isLeader";
+/// `GET /coordinator/v1/leader`.
+pub const COORDINATOR_LEADER: &str = "/coordinator/v1/leader";
+/// `GET /coordinator/v1/loadstatus`.
+pub const LOAD_STATUS: &str = "/coordinator/v1/loadstatus";
+/// `GET /coordinator/v1/datasources`.
+pub const DATASOURCES: &str = "/coordinator/v1/datasources";
+/// `GET|POST|DELETE /coordinator/v1/datasources/{dataSource}`.
+pub const DATASOURCE: &str = "/coordinator/v1/datasources/{data_source}";
+/// `GET /coordinator/v1/datasources/{dataSource}/intervals`.
+pub const DATASOURCE_INTERVALS: &str = "/coordinator/v1/datasources/{data_source}/intervals";
+/// `GET|DELETE /coordinator/v1/datasources/{dataSource}/intervals/{interval}`.
+pub const DATASOURCE_INTERVAL: &str =
+    "/coordinator/v1/datasources/{data_source}/intervals/{interval}";
+/// `GET /coordinator/v1/datasources/{dataSource}/segments`.
+pub const DATASOURCE_SEGMENTS: &str = "/coordinator/v1/datasources/{data_source}/segments";
+/// `GET|POST|DELETE /coordinator/v1/datasources/{dataSource}/segments/{segmentId}`.
+pub const DATASOURCE_SEGMENT: &str =
+    "/coordinator/v1/datasources/{data_source}/segments/{segment_id}";
+/// `POST /coordinator/v1/datasources/{dataSource}/markUsed`.
+pub const DATASOURCE_MARK_USED: &str = "/coordinator/v1/datasources/{data_source}/markUsed";
+/// `POST /coordinator/v1/datasources/{dataSource}/markUnused`.
+pub const DATASOURCE_MARK_UNUSED: &str = "/coordinator/v1/datasources/{data_source}/markUnused";
+/// `GET /coordinator/v1/datasources/{dataSource}/loadstatus`.
+pub const DATASOURCE_LOAD_STATUS: &str = "/coordinator/v1/datasources/{data_source}/loadstatus";
+/// `GET /coordinator/v1/datasources/{dataSource}/tiers`.
+pub const DATASOURCE_TIERS: &str = "/coordinator/v1/datasources/{data_source}/tiers";
+/// `GET /coordinator/v1/metadata/datasources`.
+pub const METADATA_DATASOURCES: &str = "/coordinator/v1/metadata/datasources";
+/// `GET /coordinator/v1/metadata/datasources/{dataSource}`.
+pub const METADATA_DATASOURCE: &str = "/coordinator/v1/metadata/datasources/{data_source}";
+/// `GET /coordinator/v1/metadata/datasources/{dataSource}/segments`.
+pub const METADATA_SEGMENTS: &str = "/coordinator/v1/metadata/datasources/{data_source}/segments";
+/// `GET /coordinator/v1/metadata/datasources/{dataSource}/segments/{segmentId}`.
+pub const METADATA_SEGMENT: &str =
+    "/coordinator/v1/metadata/datasources/{data_source}/segments/{segment_id}";

@@ -1,4 +1,10 @@
-//! Tasks API (`/indexer/v1/...`; spec "Tasks", reference-behaviour "Tasks").
+//! Tasks API (`/indexer/v1/...`; spec "Tasks", reference-behaviour "Tasks", Druid's
+//! `OverlordResource.java`).
+//!
+//! Every row of the spec's Tasks table is served here: submit, payload, status (one task and
+//! many: `POST /taskStatus`), reports, log, segments (always 404), shutdown (one task and a
+//! datasource's tasks), the task lists (`/tasks` and the four per-state lists with the same
+//! filters), `DELETE /pendingSegments/{ds}`; plus `GET /isLeader` and `GET /leader`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,12 +40,9 @@ pub fn task_summary(t: &TaskRecord) -> Value {
     })
 }
 
-/// `POST /task`: 200 `{task}`; 415 not JSON; 500 unparseable body (spec); 400 invalid spec.
-pub(crate) async fn submit(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Json<Value>, ResourceError> {
+/// 415 unless the request's `Content-Type` is `application/json` (parameters such as
+/// `charset` allowed); `what` names the expected body in the message.
+pub(crate) fn require_json(headers: &HeaderMap, what: &str) -> Result<(), ResourceError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -53,9 +56,19 @@ pub(crate) async fn submit(
     if mime != "application/json" {
         return Err(ResourceError::new(
             415,
-            format!("Unsupported Content-Type [{ct}]: task specs must be sent as application/json"),
+            format!("Unsupported Content-Type [{ct}]: {what} must be sent as application/json"),
         ));
     }
+    Ok(())
+}
+
+/// `POST /task`: 200 `{task}`; 415 not JSON; 500 unparseable body (spec); 400 invalid spec.
+pub(crate) async fn submit(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ResourceError> {
+    require_json(&headers, "task specs")?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ResourceError::new(
             400,
@@ -153,6 +166,103 @@ pub(crate) async fn shutdown(
 ) -> Result<Json<Value>, ResourceError> {
     state.overlord.shutdown_task(&id)?;
     Ok(Json(json!({ "task": id })))
+}
+
+/// `POST /datasources/{ds}/shutdownAllTasks`: shuts down every waiting, pending or running task
+/// of the datasource; 200 `{"dataSource": ds}`, 404 `{error}` when it has none (spec "Tasks").
+pub(crate) async fn shutdown_all_tasks(
+    State(state): State<Arc<AppState>>,
+    Path(data_source): Path<String>,
+) -> Result<Json<Value>, ResourceError> {
+    let ids = state.overlord.shutdown_data_source_tasks(&data_source)?;
+    tracing::info!(data_source = %data_source, tasks = ?ids, "shutting down all tasks of datasource");
+    Ok(Json(json!({ "dataSource": data_source })))
+}
+
+/// The status object of `POST /taskStatus` (spec "Status-object map", Druid's `TaskStatus`):
+/// `{id, status, duration, errorMsg, location}`; `duration` is -1 while the task runs.
+pub fn task_status_object(t: &TaskRecord) -> Value {
+    json!({
+        "id": t.id,
+        "status": t.status.as_str(),
+        "duration": t.duration_ms,
+        "errorMsg": t.error_msg,
+        "location": t.location,
+    })
+}
+
+/// `POST /taskStatus` with a JSON array of task ids: 200 with a map from each known id to its
+/// status object (unknown ids are left out). 415 when the body is missing or not sent as
+/// `application/json` (spec); 400 when it is not a non-empty array of strings (Druid answers
+/// 400 "No TaskIds provided" for an empty list).
+pub(crate) async fn task_statuses(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ResourceError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ResourceError::new(
+            415,
+            "Missing request body: expected a JSON array of task ids sent as application/json",
+        ));
+    }
+    require_json(&headers, "the list of task ids")?;
+    let ids: Vec<String> = serde_json::from_slice(&body).map_err(|e| {
+        ResourceError::new(
+            400,
+            format!("body: expected a JSON array of task id strings: {e}"),
+        )
+    })?;
+    if ids.is_empty() {
+        return Err(ResourceError::new(400, "body: no task ids provided"));
+    }
+    let mut out = serde_json::Map::new();
+    for id in ids {
+        if out.contains_key(&id) {
+            continue;
+        }
+        if let Some(t) = state.overlord.task(&id).await? {
+            out.insert(id, task_status_object(&t));
+        }
+    }
+    Ok(Json(Value::Object(out)))
+}
+
+/// `DELETE /pendingSegments/{ds}[?interval=a/b]`: `{"numDeleted": 0}`.
+///
+/// Druid keeps a pending-segments table of segment ids allocated to streaming and appending
+/// tasks before they publish, and this endpoint clears its rows for a datasource. Dolmen
+/// allocates segment ids (versions and partition numbers) inside the publish transaction
+/// itself (ADR 0001), so no pending segment ever exists: the true count of deleted rows is
+/// always 0. The optional `interval` (`/` or `_` delimited) is validated (400 naming it) and
+/// otherwise has nothing to select.
+pub(crate) async fn delete_pending_segments(
+    Path(data_source): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ResourceError> {
+    if let Some(iv) = params.get("interval") {
+        Interval::parse(iv)
+            .map_err(|e| ResourceError::new(400, format!("interval [{iv}] is invalid: {}", e.0)))?;
+    }
+    tracing::debug!(data_source = %data_source, "no pending segments to delete");
+    Ok(Json(json!({ "numDeleted": 0 })))
+}
+
+/// `GET /isLeader` (overlord and coordinator): `{"leader": true}`. Dolmen runs one overlord and
+/// one coordinator per process, each always the leader (Druid answers 404
+/// `{"leader": false}` on a non-leader).
+pub(crate) async fn is_leader() -> Json<Value> {
+    Json(json!({ "leader": true }))
+}
+
+/// `GET /leader` (overlord and coordinator): the leader's URL as plain text, e.g.
+/// `http://localhost:8888` (Druid's `OverlordResource.getLeader`).
+pub(crate) async fn leader(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("http://{}", state.host_port()),
+    )
+        .into_response()
 }
 
 /// Which tasks a list request asks for.

@@ -11,11 +11,13 @@ use crate::StorageError;
 /// One timeline snapshot per datasource, rebuilt from the metadata store's used segments.
 ///
 /// Readers take an `Arc<Timeline>` and keep planning against it even if a publish replaces it
-/// meanwhile.
+/// meanwhile. Refreshes run one at a time (read from the metadata store, then install), so a
+/// refresh that read older state can never install its snapshot after a newer one.
 #[derive(Debug)]
 pub struct SegmentView {
     metadata: Arc<dyn MetadataStore>,
     timelines: RwLock<HashMap<String, Arc<Timeline>>>,
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl SegmentView {
@@ -24,6 +26,7 @@ impl SegmentView {
         SegmentView {
             metadata,
             timelines: RwLock::new(HashMap::new()),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -32,6 +35,7 @@ impl SegmentView {
     /// # Errors
     /// When the metadata store fails; the previous snapshots stay in place.
     pub async fn refresh(&self) -> Result<(), StorageError> {
+        let _one_at_a_time = self.refreshing.lock().await;
         let segments = self.metadata.all_used_segments().await?;
         let mut by_ds: HashMap<String, Vec<Arc<DataSegment>>> = HashMap::new();
         for s in segments {
@@ -53,6 +57,7 @@ impl SegmentView {
     /// # Errors
     /// When the metadata store fails.
     pub async fn refresh_data_source(&self, data_source: &str) -> Result<(), StorageError> {
+        let _one_at_a_time = self.refreshing.lock().await;
         let segs = self.metadata.used_segments(data_source, None).await?;
         let mut t = self.timelines.write().expect("view lock");
         if segs.is_empty() {

@@ -55,6 +55,9 @@ pub struct ServerConfig {
     pub query_threads: usize,
     /// Period of the timeline refresh loop.
     pub view_refresh: Duration,
+    /// Input-source security and connection settings (`service.ingestion.http.*`,
+    /// `service.s3.*`; see docs/ingestion.md).
+    pub input_sources: dolmen_ingest::input::InputSourceConfig,
 }
 
 impl ServerConfig {
@@ -108,6 +111,7 @@ impl ServerConfig {
             }
             .max(1),
             view_refresh: crate::DEFAULT_VIEW_REFRESH,
+            input_sources: dolmen_ingest::input::InputSourceConfig::from_properties(props)?,
         })
     }
 }

@@ -70,6 +70,8 @@ impl RunningServer {
 /// # Errors
 /// When a directory, the metadata store or the listener cannot be set up.
 pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<RunningServer> {
+    // Process-wide; the first server started in a process sets it.
+    let _ = dolmen_ingest::input::set_input_source_config(config.input_sources.clone());
     let data = &config.data_dir;
     std::fs::create_dir_all(data)
         .with_context(|| format!("cannot create data directory [{}]", data.display()))?;

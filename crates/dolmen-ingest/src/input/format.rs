@@ -5,6 +5,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::avro::AvroRows;
 use super::delimited::{DelimitedConfig, DelimitedRows, Splitting};
 use super::flatten::FlattenSpec;
 use super::json::JsonLineRows;
@@ -98,16 +99,35 @@ pub enum InputFormat {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         flatten_spec: Option<Value>,
     },
+    /// Avro object container files (Druid's `avro_ocf`, see `input/avro.rs` for the type
+    /// mapping).
+    #[serde(rename = "avro_ocf")]
+    AvroOcf {
+        /// Nested-field extraction (see [`FlattenSpec`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flatten_spec: Option<Value>,
+        /// Reader schema (Avro schema JSON) the records are resolved to; default: each file's
+        /// own schema.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<Value>,
+        /// Decode `bytes` and `fixed` values as UTF-8 (else base64).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        binary_as_string: Option<bool>,
+        /// Turn union values into `{"<type name>": value}` objects.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        extract_unions_by_type: Option<bool>,
+    },
 }
 
 impl InputFormat {
-    /// The Druid type name (`json`, `csv`, `tsv`, `parquet`).
+    /// The Druid type name (`json`, `csv`, `tsv`, `parquet`, `avro_ocf`).
     pub fn type_name(&self) -> &'static str {
         match self {
             InputFormat::Json { .. } => "json",
             InputFormat::Csv { .. } => "csv",
             InputFormat::Tsv { .. } => "tsv",
             InputFormat::Parquet { .. } => "parquet",
+            InputFormat::AvroOcf { .. } => "avro_ocf",
         }
     }
 
@@ -122,11 +142,26 @@ impl InputFormat {
         )
     }
 
-    /// Validates the spec (column/header settings, delimiters, flattenSpec).
+    /// Validates the spec (column/header settings, delimiters, flattenSpec, Avro reader
+    /// schema).
+    ///
+    /// # Errors
+    /// [`InputError::InvalidSpec`] naming the offending field.
     pub fn validate(&self) -> Result<(), InputError> {
         match self {
             InputFormat::Json { flatten_spec, .. } | InputFormat::Parquet { flatten_spec, .. } => {
                 compile_flatten(flatten_spec.as_ref()).map(|_| ())
+            }
+            InputFormat::AvroOcf {
+                flatten_spec,
+                schema,
+                ..
+            } => {
+                compile_flatten(flatten_spec.as_ref())?;
+                if let Some(s) = schema {
+                    super::avro::parse_reader_schema(s)?;
+                }
+                Ok(())
             }
             InputFormat::Csv { .. } | InputFormat::Tsv { .. } => {
                 self.delimited_config().map(|_| ())
@@ -164,6 +199,25 @@ impl InputFormat {
                 Ok(Box::new(ParquetRows::open(
                     entity,
                     binary_as_string.unwrap_or(false),
+                    flatten,
+                )?))
+            }
+            InputFormat::AvroOcf {
+                flatten_spec,
+                schema,
+                binary_as_string,
+                extract_unions_by_type,
+            } => {
+                let flatten = compile_flatten(flatten_spec.as_ref())?;
+                let reader_schema = schema
+                    .as_ref()
+                    .map(super::avro::parse_reader_schema)
+                    .transpose()?;
+                Ok(Box::new(AvroRows::open(
+                    entity,
+                    reader_schema,
+                    binary_as_string.unwrap_or(false),
+                    extract_unions_by_type.unwrap_or(false),
                     flatten,
                 )?))
             }
@@ -208,7 +262,9 @@ impl InputFormat {
                 has_header_row,
                 try_parse_numbers,
             ),
-            InputFormat::Json { .. } | InputFormat::Parquet { .. } => {
+            InputFormat::Json { .. }
+            | InputFormat::Parquet { .. }
+            | InputFormat::AvroOcf { .. } => {
                 return Err(InputError::InvalidSpec(format!(
                     "{} is not a delimited input format",
                     self.type_name()
@@ -412,8 +468,15 @@ mod tests {
         let err = serde_json::from_value::<InputFormat>(json!({"type": "json", "flatenSpec": {}}))
             .unwrap_err();
         assert!(err.to_string().contains("flatenSpec"), "{err}");
-        let err = serde_json::from_value::<InputFormat>(json!({"type": "avro_ocf"})).unwrap_err();
-        assert!(err.to_string().contains("avro_ocf"), "{err}");
+        let err =
+            serde_json::from_value::<InputFormat>(json!({"type": "avro_stream"})).unwrap_err();
+        assert!(err.to_string().contains("avro_stream"), "{err}");
+        let f: InputFormat = serde_json::from_value(json!({"type": "avro_ocf"})).unwrap();
+        assert_eq!(f.type_name(), "avro_ocf");
+        assert_eq!(
+            serde_json::to_value(&f).unwrap(),
+            json!({"type": "avro_ocf"})
+        );
         let f: InputFormat = serde_json::from_value(
             json!({"type": "csv", "findColumnsFromHeader": true, "skipHeaderRows": 1}),
         )

@@ -4,9 +4,14 @@
 //! (<https://druid.apache.org/docs/latest/ingestion/input-sources>) and "Source input formats"
 //! (<https://druid.apache.org/docs/latest/ingestion/data-formats>).
 //!
-//! * [`InputSource`]: `local` (`baseDir` + `filter` wildcard, and/or explicit `files`) and
-//!   `inline` (`data`). [`InputSource::entities`] lists the [`InputEntity`]s to read; entities
-//!   transparently gunzip gzip content.
+//! * [`InputSource`]: `local` (`baseDir` + `filter` wildcard, and/or explicit `files`),
+//!   `inline` (`data`), `http` (allow-listed URLs), `s3` (objects by URI, prefix or
+//!   bucket/path), `druid` (the visible segments of an existing datasource) and `combining`
+//!   (several sources in order). [`InputSource::entities_in`] lists the [`InputEntity`]s to
+//!   read within an [`InputContext`] (the task's metadata store, deep storage and runtime);
+//!   byte entities transparently gunzip gzip content; [`open_rows`] reads any entity as rows.
+//!   Server-side settings (the URL allow-list, S3 defaults) are an [`InputSourceConfig`] set
+//!   once per process with [`set_input_source_config`].
 //! * [`InputFormat`]: `json` (newline-delimited), `csv`, `tsv` and `parquet`.
 //!   [`InputFormat::reader`] streams [`InputRow`]s from one entity: a malformed row yields a
 //!   [`RowParseError`] and reading continues; an I/O failure yields one *fatal* error and ends the
@@ -23,20 +28,30 @@
 //! accepted and ignored: batch JSON input is always read line by line, as Druid does for batch
 //! ingestion.
 
+mod avro;
+pub mod config;
+mod context;
 mod delimited;
+pub mod druid;
 mod flatten;
 mod format;
+pub mod http;
 mod json;
 mod parquet;
+mod remote;
+pub mod s3;
 mod source;
 
 use std::fmt;
 
 use serde_json::Value;
 
+pub use config::{InputSourceConfig, input_source_config, set_input_source_config};
+pub use context::{InputContext, SegmentAccess};
 pub use flatten::FlattenSpec;
 pub use format::{InputFormat, RowReader};
-pub use source::{InputEntity, InputSource};
+pub use remote::{PasswordProvider, RemoteObject};
+pub use source::{INPUT_SOURCE_PATH, InputEntity, InputSource, open_rows};
 
 /// One input row: column name → raw value, in input order.
 pub type InputRow = serde_json::Map<String, Value>;
@@ -119,6 +134,42 @@ pub enum InputError {
         /// The cause.
         message: String,
     },
+}
+
+/// The `inputFormat` assumed when a spec gives none (newline-delimited JSON). Only sources
+/// that need no format (`druid`) may omit it; [`validate_io_config`] enforces that.
+pub fn absent_input_format() -> InputFormat {
+    InputFormat::Json {
+        flatten_spec: None,
+        feature_spec: None,
+        keep_null_columns: None,
+        assume_newline_delimited: None,
+        use_json_node_reader: None,
+    }
+}
+
+/// Submission-time checks of `ioConfig`: the input source under the process-wide settings
+/// (no I/O), and the presence of `inputFormat` when the source needs one.
+///
+/// # Errors
+/// [`crate::IngestError::InvalidSpec`] naming the field, e.g.
+/// `spec.ioConfig.inputSource.uris[0]: host [10.0.0.1:80] is not in the allow-list ...`.
+pub fn validate_io_config(
+    source: &InputSource,
+    input_format_given: bool,
+) -> Result<(), crate::IngestError> {
+    let invalid = |m: String| crate::IngestError::InvalidSpec(m);
+    match source.validate() {
+        Err(InputError::InvalidSpec(m)) => return Err(invalid(m)),
+        Err(e) => return Err(invalid(format!("{INPUT_SOURCE_PATH}: {e}"))),
+        Ok(()) => {}
+    }
+    if !input_format_given && source.needs_input_format() {
+        return Err(invalid(
+            "spec.ioConfig.inputFormat: missing field `inputFormat` (only the druid input source reads without one)".to_string(),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether Druid's schema discovery would report this value's column as a dimension: nested

@@ -75,6 +75,13 @@ impl ParquetRows {
                         .and_then(|b| b.with_batch_size(BATCH_SIZE).build())
                 }))
             }
+            // Remote objects are copied to a local file first (`input::open_rows`); segments
+            // yield rows themselves.
+            InputEntity::Remote(_) | InputEntity::Segment(_) => {
+                return Err(perr(
+                    "parquet needs a local file or in-memory data".to_string(),
+                ));
+            }
         };
         let reader = built
             .map_err(|p| {

@@ -1,4 +1,19 @@
-//! Input sources: `local` and `inline`.
+//! Input sources: where a batch task's bytes (or rows) come from.
+//!
+//! | type | reads | module |
+//! |---|---|---|
+//! | `local` | files under `baseDir` matching `filter`, and/or `files` | this one |
+//! | `inline` | the spec's `data` | this one |
+//! | `http` | URLs, fetched with GET (allow-listed hosts only) | [`super::http`] |
+//! | `s3` | S3 objects by URI, prefix or bucket/path | [`super::s3`] |
+//! | `druid` | the visible segments of an existing datasource (rows, not bytes) | [`super::druid`] |
+//! | `combining` | the entities of each of its `delegates`, in order | this one |
+//!
+//! [`InputSource::validate`] checks a spec without any I/O (at submission); errors name the
+//! field by its JSON path, e.g. `spec.ioConfig.inputSource.delegates[1].uris[0]: ...`.
+//! [`InputSource::entities_in`] lists the [`InputEntity`]s to read, in order, and
+//! [`open_rows`] turns one entity into rows: through the input format for byte entities,
+//! directly for segments.
 //!
 //! Druid's `local` input source lists files under `baseDir` (recursively) whose *file name*
 //! matches the `filter` wildcard (`*` and `?`, case-sensitive, like Commons IO's
@@ -11,12 +26,22 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use super::InputError;
+use super::context::InputContext;
+use super::druid::{DruidInputSource, SegmentSlice};
+use super::format::{InputFormat, RowReader};
+use super::http::HttpInputSource;
+use super::remote::RemoteObject;
+use super::s3::S3InputSource;
+use super::{InputError, config::InputSourceConfig};
+
+/// JSON path of the input source in a task spec, used in error messages.
+pub const INPUT_SOURCE_PATH: &str = "spec.ioConfig.inputSource";
 
 /// `ioConfig.inputSource`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -44,20 +69,47 @@ pub enum InputSource {
         /// The raw data.
         data: String,
     },
+    /// Files fetched over HTTP(S).
+    Http(Box<HttpInputSource>),
+    /// Objects in S3 or an S3-compatible store.
+    S3(Box<S3InputSource>),
+    /// Rows of an existing datasource.
+    Druid(Box<DruidInputSource>),
+    /// The entities of several input sources, in order.
+    Combining {
+        /// The input sources to read, in order (not empty).
+        delegates: Vec<InputSource>,
+    },
 }
 
-/// One unit of input: a file or an inline buffer.
+/// One unit of input: a file, an inline buffer, a remote object, or a segment.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputEntity {
     /// A local file.
     File(PathBuf),
     /// In-memory data (the `inline` source).
     Inline(Bytes),
+    /// An object read over the network (`http`, `s3`), streamed.
+    Remote(Arc<RemoteObject>),
+    /// A segment of a datasource (`druid`): yields rows, not bytes (see [`open_rows`]).
+    Segment(Arc<SegmentSlice>),
 }
 
 impl InputSource {
-    /// Checks the spec without touching the file system.
+    /// Checks the spec without any I/O, under the process-wide input source settings; errors
+    /// name the field under `spec.ioConfig.inputSource`.
+    ///
+    /// # Errors
+    /// [`InputError::InvalidSpec`] naming the offending field.
     pub fn validate(&self) -> Result<(), InputError> {
+        self.validate_at(super::input_source_config(), INPUT_SOURCE_PATH)
+    }
+
+    /// Checks the spec under `config`; `path` is the JSON path of this input source.
+    ///
+    /// # Errors
+    /// [`InputError::InvalidSpec`] naming the offending field.
+    pub fn validate_at(&self, config: &InputSourceConfig, path: &str) -> Result<(), InputError> {
         match self {
             InputSource::Local {
                 base_dir,
@@ -65,24 +117,69 @@ impl InputSource {
                 filter,
             } => {
                 if base_dir.is_none() && files.as_ref().is_none_or(Vec::is_empty) {
-                    return Err(InputError::InvalidSpec(
-                        "local inputSource needs at least one of [baseDir] and [files]".to_string(),
-                    ));
+                    return Err(InputError::InvalidSpec(format!(
+                        "{path}: local inputSource needs at least one of [baseDir] and [files]"
+                    )));
                 }
                 if filter.as_deref() == Some("") {
-                    return Err(InputError::InvalidSpec(
-                        "local inputSource [filter] must not be empty".to_string(),
-                    ));
+                    return Err(InputError::InvalidSpec(format!(
+                        "{path}.filter: local inputSource [filter] must not be empty"
+                    )));
                 }
                 Ok(())
             }
             InputSource::Inline { .. } => Ok(()),
+            InputSource::Http(h) => h.validate(config, path),
+            InputSource::S3(s) => s.validate(config, path),
+            InputSource::Druid(d) => d.validate(path),
+            InputSource::Combining { delegates } => {
+                if delegates.is_empty() {
+                    return Err(InputError::InvalidSpec(format!(
+                        "{path}.delegates: at least one delegate input source is required"
+                    )));
+                }
+                for (i, d) in delegates.iter().enumerate() {
+                    d.validate_at(config, &format!("{path}.delegates[{i}]"))?;
+                }
+                Ok(())
+            }
         }
     }
 
-    /// Lists the entities to read, sorted by path for `local`.
+    /// Whether rows of this source need an `inputFormat` (every source but `druid`; a
+    /// `combining` source needs one when any delegate does).
+    pub fn needs_input_format(&self) -> bool {
+        match self {
+            InputSource::Druid(_) => false,
+            InputSource::Combining { delegates } => {
+                delegates.iter().any(InputSource::needs_input_format)
+            }
+            _ => true,
+        }
+    }
+
+    /// Lists the entities to read without a task context (process-wide settings, no metadata
+    /// store: a `druid` source fails). Tasks use [`InputSource::entities_in`].
+    ///
+    /// # Errors
+    /// See [`InputSource::entities_in`].
     pub fn entities(&self) -> Result<Vec<InputEntity>, InputError> {
-        self.validate()?;
+        self.entities_in(&InputContext::default())
+    }
+
+    /// Lists the entities to read, in order: `local` sorted by path, `http` and `s3` `uris` /
+    /// `objects` in spec order (prefix listings sorted by key), `druid` segments in time order,
+    /// `combining` delegate after delegate. Runs on a thread that may block (see
+    /// [`super::context`]).
+    ///
+    /// # Errors
+    /// An invalid spec, missing files, or a failed listing.
+    pub fn entities_in(&self, ctx: &InputContext) -> Result<Vec<InputEntity>, InputError> {
+        self.entities_at(ctx, INPUT_SOURCE_PATH)
+    }
+
+    fn entities_at(&self, ctx: &InputContext, path: &str) -> Result<Vec<InputEntity>, InputError> {
+        self.validate_at(ctx.config(), path)?;
         match self {
             InputSource::Inline { data } => {
                 Ok(vec![InputEntity::Inline(Bytes::from(data.clone()))])
@@ -127,7 +224,55 @@ impl InputSource {
                 }
                 Ok(found.into_iter().map(InputEntity::File).collect())
             }
+            InputSource::Http(h) => h.entities(ctx, path),
+            InputSource::S3(s) => s.entities(ctx, path),
+            InputSource::Druid(d) => d.entities(ctx, path),
+            InputSource::Combining { delegates } => {
+                let mut out = Vec::new();
+                for (i, d) in delegates.iter().enumerate() {
+                    out.extend(d.entities_at(ctx, &format!("{path}.delegates[{i}]"))?);
+                }
+                Ok(out)
+            }
         }
+    }
+}
+
+/// Opens one entity as a stream of rows: segments yield their rows directly; other entities
+/// are parsed with `format` (remote objects are streamed, or first copied to a temporary file
+/// for formats that need random access, i.e. Parquet), and get their `systemFields`.
+///
+/// # Errors
+/// When the entity cannot be opened or fetched.
+pub fn open_rows(entity: &InputEntity, format: &InputFormat) -> Result<RowReader, InputError> {
+    match entity {
+        InputEntity::Segment(s) => s.rows(),
+        InputEntity::Remote(r) if matches!(format, InputFormat::Parquet { .. }) => {
+            let name = entity.name();
+            let io_err = |e: io::Error| InputError::Io {
+                path: name.clone(),
+                source: e,
+            };
+            let tmp = r.fetch_to_temp_file().map_err(io_err)?;
+            let rows = format.reader(&InputEntity::File(tmp.path().to_path_buf()))?;
+            Ok(r.with_system_fields(Box::new(KeepFile { rows, _file: tmp })))
+        }
+        InputEntity::Remote(r) => Ok(r.with_system_fields(format.reader(entity)?)),
+        InputEntity::File(_) | InputEntity::Inline(_) => format.reader(entity),
+    }
+}
+
+/// Rows read from a temporary file, deleted when the rows are dropped.
+struct KeepFile {
+    rows: RowReader,
+    _file: tempfile::NamedTempFile,
+}
+
+impl Iterator for KeepFile {
+    type Item = <RowReader as Iterator>::Item;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rows.next()
     }
 }
 
@@ -172,27 +317,43 @@ fn walk(root: &Path, matcher: &Regex, out: &mut BTreeSet<PathBuf>) -> Result<(),
 }
 
 impl InputEntity {
-    /// A name for messages: the file path, or `inline data`.
+    /// A name for messages: the file path, `inline data`, the object's URI, or the segment id.
     pub fn name(&self) -> String {
         match self {
             InputEntity::File(p) => p.display().to_string(),
             InputEntity::Inline(_) => "inline data".to_string(),
+            InputEntity::Remote(r) => r.uri.clone(),
+            InputEntity::Segment(s) => format!("segment [{}]", s.segment.identifier),
         }
     }
 
-    /// Size in bytes (compressed size for gzip files; 0 if the file cannot be inspected).
+    /// Size in bytes (compressed size for gzip content; 0 if the file cannot be inspected).
+    /// For a remote object: the bytes read so far, or its listed size before it is read. For a
+    /// segment: its file size.
     pub fn size_bytes(&self) -> u64 {
         match self {
             InputEntity::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
             InputEntity::Inline(b) => b.len() as u64,
+            InputEntity::Remote(r) => r.size_bytes(),
+            InputEntity::Segment(s) => s.segment.size,
         }
     }
 
-    /// Opens the entity for reading without decompression.
+    /// Opens the entity for reading without decompression (a remote object starts its
+    /// request here).
+    ///
+    /// # Errors
+    /// I/O or request failures; a segment has no byte stream ([`io::ErrorKind::Unsupported`]:
+    /// read it with [`open_rows`]).
     pub fn open_raw(&self) -> io::Result<Box<dyn Read + Send>> {
         match self {
             InputEntity::File(p) => Ok(Box::new(File::open(p)?)),
             InputEntity::Inline(b) => Ok(Box::new(Cursor::new(b.clone()))),
+            InputEntity::Remote(r) => r.open_raw(),
+            InputEntity::Segment(s) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("segment [{}] yields rows, not bytes", s.segment.identifier),
+            )),
         }
     }
 
@@ -228,7 +389,7 @@ mod tests {
             .iter()
             .map(|e| match e {
                 InputEntity::File(p) => p.file_name().unwrap().to_string_lossy().to_string(),
-                InputEntity::Inline(_) => "inline".to_string(),
+                other => other.name(),
             })
             .collect()
     }

@@ -56,9 +56,15 @@ pub(crate) fn wait_for_line(
 impl Server {
     /// Starts `dolmen server --port 0 --data-dir <dir>`.
     pub(crate) fn start(data_dir: &Path) -> Server {
+        Server::start_with_args(data_dir, &[])
+    }
+
+    /// Starts `dolmen server --port 0 --data-dir <dir> <extra args>`.
+    pub(crate) fn start_with_args(data_dir: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dolmen"))
             .args(["server", "--port", "0", "--data-dir"])
             .arg(data_dir)
+            .args(extra)
             .env("DOLMEN_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -198,4 +204,157 @@ pub(crate) fn wikipedia_spec() -> Value {
     spec["spec"]["ioConfig"]["inputSource"]["baseDir"] =
         json!(examples_dir().display().to_string());
     spec
+}
+
+impl Server {
+    /// `DELETE path`; returns the status and the JSON body (null when empty or not JSON).
+    pub(crate) fn delete(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .client
+            .delete(format!("{}{path}", self.url))
+            .send()
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().unwrap_or(Value::Null))
+    }
+
+    /// `POST path` with no body; returns the status and the JSON body (null when empty).
+    pub(crate) fn post_empty(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .send()
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().unwrap_or(Value::Null))
+    }
+
+    /// Submits a task, expecting 200; returns its id.
+    pub(crate) fn submit(&self, spec: &Value) -> String {
+        let (code, body) = self.post_json("/service/indexer/v1/task", spec);
+        assert_eq!(code, 200, "{body}");
+        body["task"].as_str().unwrap().to_string()
+    }
+
+    /// The status object of a task (`GET /task/{id}/status`'s `status`).
+    pub(crate) fn task_status(&self, id: &str) -> Value {
+        let (code, st) = self.get_json(&format!("/service/indexer/v1/task/{id}/status"));
+        assert_eq!(code, 200, "{st}");
+        st["status"].clone()
+    }
+
+    /// Waits until a task has processed at least one row (it is mid-flight).
+    pub(crate) fn wait_until_reading(&self, id: &str) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (_, report) = self.get_json(&format!("/service/indexer/v1/task/{id}/reports"));
+            let processed = report["ingestionStatsAndErrors"]["payload"]["rowStats"]
+                ["buildSegments"]["processed"]
+                .as_u64()
+                .unwrap_or(0);
+            if processed > 0 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "task {id} did not start reading");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Runs SQL and returns the single `c` column of a one-row answer, or `None` when the
+    /// query fails (e.g. the datasource has no visible segments).
+    pub(crate) fn count(&self, data_source: &str) -> Option<i64> {
+        let (code, body) = self.post_json(
+            "/service/v2/sql",
+            &json!({ "query": format!("SELECT COUNT(*) AS c FROM \"{data_source}\"") }),
+        );
+        (code == 200).then(|| body[0]["c"].as_i64().unwrap())
+    }
+}
+
+/// An `index_parallel` spec over inline JSON lines (`{"ts": <ms>, "page": ...}` rows), DAY
+/// segments, no rollup; `intervals` becomes `granularitySpec.intervals` when not empty.
+pub(crate) fn inline_spec(
+    data_source: &str,
+    data: &str,
+    intervals: &[&str],
+    append: bool,
+) -> Value {
+    let mut granularity =
+        json!({"segmentGranularity": "day", "queryGranularity": "none", "rollup": false});
+    if !intervals.is_empty() {
+        granularity["intervals"] = json!(intervals);
+    }
+    json!({
+        "type": "index_parallel",
+        "spec": {
+            "dataSchema": {
+                "dataSource": data_source,
+                "timestampSpec": {"column": "ts", "format": "millis"},
+                "dimensionsSpec": {"dimensions": ["page"]},
+                "granularitySpec": granularity
+            },
+            "ioConfig": {
+                "type": "index_parallel",
+                "inputSource": {"type": "inline", "data": data},
+                "inputFormat": {"type": "json"},
+                "appendToExisting": append
+            }
+        }
+    })
+}
+
+/// Inline JSON lines: `n` rows starting at `start_ms`, `step_ms` apart.
+pub(crate) fn inline_rows(start_ms: i64, step_ms: i64, n: usize) -> String {
+    let mut data = String::new();
+    for i in 0..n {
+        data.push_str(&format!(
+            "{{\"ts\":{},\"page\":\"p{}\"}}\n",
+            start_ms + i as i64 * step_ms,
+            i % 1000
+        ));
+    }
+    data
+}
+
+/// A spec that takes seconds to run: 400,000 JSON rows over one hour of 2020-09-13 (inside
+/// `2020-09-13/2020-09-14`) read from a file written under `dir` (a `local` input source keeps
+/// the task payload small), with small in-memory buffers.
+pub(crate) fn long_task_spec(
+    dir: &Path,
+    data_source: &str,
+    intervals: &[&str],
+    append: bool,
+) -> Value {
+    let input = dir.join("long-input");
+    std::fs::create_dir_all(&input).unwrap();
+    let file = input.join("rows.json");
+    if !file.exists() {
+        std::fs::write(&file, inline_rows(1_599_955_200_000, 1, 400_000)).unwrap();
+    }
+    let mut spec = inline_spec(data_source, "", intervals, append);
+    spec["spec"]["ioConfig"]["inputSource"] =
+        json!({"type": "local", "baseDir": input.display().to_string(), "filter": "rows.json"});
+    spec["spec"]["tuningConfig"] = json!({"type": "index_parallel", "maxRowsInMemory": 1000});
+    spec
+}
+
+/// Every `.parquet` file under `<data_dir>/deep-storage`.
+pub(crate) fn deep_storage_files(data_dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&data_dir.join("deep-storage"), &mut out);
+    out.sort();
+    out
 }

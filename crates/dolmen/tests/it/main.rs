@@ -2,6 +2,8 @@
 //! directory and talk HTTP to it. One test binary (modules below) keeps link time down.
 
 mod common;
+mod coordinator;
 mod errors;
 mod ingest_query;
 mod lifecycle;
+mod tasks_api;

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Batch-ingestion benchmark: Dolmen against DuckDB on the same generated files.
+
+Generates a 10M-row, 9-column events table (``__time`` over 30 days; ``channel`` of
+cardinality 50, ``page`` 200k, ``user`` 50k, ``countryName`` 200 with 70% nulls, ``isRobot``,
+and the longs ``added``, ``deleted``, ``delta``) as NDJSON, CSV and Parquet with DuckDB (fixed
+seed, cached between runs), then for each format:
+
+* Dolmen: submits a native batch task (``index_parallel``, local input source) to a running
+  ``dolmen server`` and times from the ``POST /task`` until ``SELECT COUNT(*)`` over SQL returns
+  every row (submission to queryable);
+* DuckDB: times ``CREATE TABLE AS SELECT * FROM read_<format>(...)`` into a fresh on-disk
+  database, in the same run.
+
+Prints a Markdown table of seconds and rows/s (median of ``--runs``). Usage::
+
+    scripts/bench-ingest.sh [--rows N] [--runs K] [--formats csv,json,parquet]
+
+Needs: a release ``dolmen`` binary (built by the script) and PyPI ``duckdb``.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import duckdb
+
+FORMATS = {
+    "csv": ("events.csv", {"type": "csv", "findColumnsFromHeader": True}),
+    "json": ("events.json", {"type": "json"}),
+    "parquet": ("events.parquet", {"type": "parquet"}),
+}
+DUCK_READERS = {
+    "csv": "read_csv('{path}')",
+    "json": "read_json('{path}', format='newline_delimited')",
+    "parquet": "read_parquet('{path}')",
+}
+
+
+def generate(data_dir: str, rows: int) -> None:
+    """Writes events.{csv,json,parquet} with `rows` rows unless they already exist."""
+    marker = os.path.join(data_dir, f"rows-{rows}")
+    if os.path.exists(marker):
+        return
+    os.makedirs(data_dir, exist_ok=True)
+    for name, _ in FORMATS.values():
+        path = os.path.join(data_dir, name)
+        if os.path.exists(path):
+            os.remove(path)
+    t = time.time()
+    con = duckdb.connect()
+    con.execute("SELECT setseed(0.42)")
+    con.execute(f"""
+        CREATE TABLE events AS SELECT
+          TIMESTAMP '2026-01-01' + to_milliseconds(CAST(floor(random()*30*86400000) AS BIGINT)) AS __time,
+          'channel-' || CAST(floor(random()*50) AS BIGINT) AS channel,
+          'page-' || CAST(floor(random()*200000) AS BIGINT) AS page,
+          'user-' || CAST(floor(random()*50000) AS BIGINT) AS "user",
+          CASE WHEN random() < 0.7 THEN NULL
+               ELSE 'country-' || CAST(floor(random()*200) AS BIGINT) END AS countryName,
+          random() < 0.1 AS isRobot,
+          CAST(floor(random()*1000) AS BIGINT) AS added,
+          CAST(floor(random()*500) AS BIGINT) AS deleted,
+          CAST(floor(random()*1500) AS BIGINT) - 500 AS delta
+        FROM range({rows})""")
+    fmt = "TIMESTAMPFORMAT '%Y-%m-%dT%H:%M:%S.%gZ'"
+    con.execute(f"COPY events TO '{data_dir}/events.csv' (HEADER, {fmt})")
+    con.execute(f"COPY events TO '{data_dir}/events.json' (FORMAT JSON, {fmt})")
+    con.execute(f"COPY events TO '{data_dir}/events.parquet' (FORMAT PARQUET)")
+    open(marker, "w").close()
+    print(f"generated {rows} rows in {time.time() - t:.1f} s", file=sys.stderr)
+
+
+def spec(ds: str, data_dir: str, file_name: str, input_format: dict) -> dict:
+    return {
+        "type": "index_parallel",
+        "spec": {
+            "dataSchema": {
+                "dataSource": ds,
+                "timestampSpec": {"column": "__time", "format": "auto"},
+                "dimensionsSpec": {
+                    "dimensions": ["channel", "page", "user", "countryName", "isRobot"]
+                },
+                "metricsSpec": [
+                    {"type": "count", "name": "count"},
+                    {"type": "longSum", "name": "added", "fieldName": "added"},
+                    {"type": "longSum", "name": "deleted", "fieldName": "deleted"},
+                    {"type": "longSum", "name": "delta", "fieldName": "delta"},
+                ],
+                "granularitySpec": {
+                    "segmentGranularity": "day",
+                    "queryGranularity": "none",
+                    "rollup": False,
+                },
+            },
+            "ioConfig": {
+                "type": "index_parallel",
+                "inputSource": {"type": "local", "baseDir": data_dir, "filter": file_name},
+                "inputFormat": input_format,
+                "appendToExisting": False,
+            },
+            "tuningConfig": {"type": "index_parallel"},
+        },
+    }
+
+
+def http(method: str, url: str, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read() or b"null")
+
+
+def start_dolmen(binary: str, data_dir: str):
+    proc = subprocess.Popen([binary, "server", "--port", "0", "--data-dir", data_dir],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    for line in proc.stdout:
+        m = re.search(r"Dolmen listening on (\S+)", line)
+        if m:
+            return proc, m.group(1).rstrip("/")
+    raise RuntimeError("dolmen did not start")
+
+
+def dolmen_load(base: str, ds: str, body: dict, rows: int) -> float:
+    t0 = time.time()
+    task = http("POST", f"{base}/druid/indexer/v1/task", body)["task"]
+    while True:
+        st = http("GET", f"{base}/druid/indexer/v1/task/{task}/status")["status"]
+        if st["status"] == "FAILED":
+            raise RuntimeError(f"task {task} failed: {st.get('errorMsg')}")
+        if st["status"] == "SUCCESS":
+            break
+        time.sleep(0.05)
+    while True:
+        got = http("POST", f"{base}/druid/v2/sql",
+                   {"query": f'SELECT COUNT(*) AS c FROM "{ds}"'})[0]["c"]
+        if got == rows:
+            return time.time() - t0
+        time.sleep(0.05)
+
+
+def duck_load(fmt: str, path: str, rows: int) -> float:
+    db = tempfile.mktemp(suffix=".duckdb")
+    con = duckdb.connect(db)
+    t0 = time.time()
+    con.execute(f"CREATE TABLE t AS SELECT * FROM {DUCK_READERS[fmt].format(path=path)}")
+    dt = time.time() - t0
+    n = con.execute("SELECT COUNT(*) FROM t").fetchone()[0]
+    con.close()
+    os.remove(db)
+    assert n == rows, (n, rows)
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--formats", default="json,csv,parquet")
+    ap.add_argument("--data", default=os.path.join(os.getcwd(), "target", "bench-data"))
+    ap.add_argument("--dolmen", required=True, help="path to a release dolmen binary")
+    args = ap.parse_args()
+    data_dir = os.path.join(args.data, str(args.rows))
+    generate(data_dir, args.rows)
+    work = tempfile.mkdtemp(prefix="dolmen-bench-")
+    proc, base = start_dolmen(args.dolmen, work)
+    results = []
+    try:
+        for fmt in args.formats.split(","):
+            name, input_format = FORMATS[fmt]
+            path = os.path.join(data_dir, name)
+            d_times, q_times = [], []
+            for run in range(args.runs):
+                ds = f"bench_{fmt}_{run}"
+                d_times.append(dolmen_load(base, ds, spec(ds, data_dir, name, input_format), args.rows))
+                q_times.append(duck_load(fmt, path, args.rows))
+                print(f"{fmt} run {run}: dolmen {d_times[-1]:.2f} s, duckdb {q_times[-1]:.2f} s",
+                      file=sys.stderr)
+            results.append((fmt, os.path.getsize(path), statistics.median(d_times),
+                            statistics.median(q_times)))
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{args.rows} rows, {os.cpu_count()} cores, median of {args.runs} run(s)\n")
+    print("| format | input MB | Dolmen s | Dolmen rows/s | DuckDB s | DuckDB rows/s | Dolmen/DuckDB |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for fmt, size, d, q in results:
+        print(f"| {fmt} | {size / 1e6:.0f} | {d:.2f} | {args.rows / d:,.0f} | {q:.2f} | "
+              f"{args.rows / q:,.0f} | {q / d:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

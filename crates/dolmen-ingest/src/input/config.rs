@@ -1,0 +1,474 @@
+//! Server-side settings of the remote input sources, and the URL allow-list of the `http`
+//! input source (and of spec-supplied S3 endpoints).
+//!
+//! | property | default | meaning |
+//! |---|---|---|
+//! | `service.ingestion.http.allowedProtocols` | `http,https` | URL schemes an `http` input source may use (Druid's `druid.ingestion.http.allowedProtocols`) |
+//! | `service.ingestion.http.allowedHosts` | *(empty: every host denied)* | comma-separated host patterns an `http` source (or an S3 `endpointConfig.url`) may reach |
+//! | `service.ingestion.http.allowedHeaders` | *(empty)* | header names an `http` source's `requestHeaders` may set (Druid's `druid.ingestion.http.allowedHeaders`) |
+//! | `service.s3.endpoint` | AWS | S3 endpoint URL (e.g. `http://127.0.0.1:9000` for a local S3-compatible server) |
+//! | `service.s3.region` | `AWS_REGION` or `us-east-1` | S3 region |
+//! | `service.s3.accessKey`, `service.s3.secretKey` | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` | S3 credentials |
+//!
+//! # Why hosts are denied by default
+//! Anyone who may submit a task chooses the URLs the server fetches. Without a host allow-list
+//! the server can be made to read internal services (cloud metadata endpoints such as
+//! `169.254.169.254`, admin ports on localhost) and ingest their answers into a datasource the
+//! submitter can query: server-side request forgery. Druid only restricts protocols; Dolmen also
+//! denies every host until the operator lists the ones ingestion may reach.
+//!
+//! Host patterns: `example.com` (that host, any port), `example.com:8080` (that host and port),
+//! `*.example.com` (any subdomain, not `example.com` itself), `10.0.0.5`, `[::1]` or
+//! `[::1]:9000` (IP literals, IPv6 in brackets), and `*` (every host). Host names compare
+//! case-insensitively after URL normalization (so `http://0x7f.1/` is `127.0.0.1`); a URL's
+//! port is its explicit port or its scheme's default. URLs that carry credentials
+//! (`http://user@host/`) are rejected outright.
+//!
+//! The allow-list limits the URL named in the spec and every redirect the server follows;
+//! it does not pin DNS answers: allow host names whose resolution you trust.
+
+use std::sync::OnceLock;
+
+use dolmen_common::config::{ConfigError, Properties};
+use reqwest::Url;
+
+/// Property: URL schemes allowed for the `http` input source.
+pub const PROP_HTTP_ALLOWED_PROTOCOLS: &str = "service.ingestion.http.allowedProtocols";
+/// Property: host patterns allowed for the `http` input source and S3 `endpointConfig.url`.
+pub const PROP_HTTP_ALLOWED_HOSTS: &str = "service.ingestion.http.allowedHosts";
+/// Property: header names allowed in the `http` input source's `requestHeaders`.
+pub const PROP_HTTP_ALLOWED_HEADERS: &str = "service.ingestion.http.allowedHeaders";
+/// Property: default S3 endpoint.
+pub const PROP_S3_ENDPOINT: &str = "service.s3.endpoint";
+/// Property: default S3 region.
+pub const PROP_S3_REGION: &str = "service.s3.region";
+/// Property: default S3 access key.
+pub const PROP_S3_ACCESS_KEY: &str = "service.s3.accessKey";
+/// Property: default S3 secret key.
+pub const PROP_S3_SECRET_KEY: &str = "service.s3.secretKey";
+
+/// Settings of the remote input sources (see the module docs for the properties).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputSourceConfig {
+    /// Who the `http` input source may talk to.
+    pub http: HttpAccess,
+    /// Server-side S3 defaults (a spec's `properties` and `endpointConfig` override them).
+    pub s3: S3Defaults,
+}
+
+impl Default for InputSourceConfig {
+    /// `http` and `https` allowed, no host allowed, no request header allowed, S3 from the
+    /// `AWS_*` environment.
+    fn default() -> Self {
+        InputSourceConfig {
+            http: HttpAccess {
+                allowed_protocols: vec!["http".to_string(), "https".to_string()],
+                allowed_hosts: Vec::new(),
+                allowed_headers: Vec::new(),
+            },
+            s3: S3Defaults::default(),
+        }
+    }
+}
+
+/// The `http` input source's allow-lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpAccess {
+    /// Allowed URL schemes, lower case.
+    pub allowed_protocols: Vec<String>,
+    /// Allowed hosts; empty denies every host.
+    pub allowed_hosts: Vec<HostPattern>,
+    /// Header names `requestHeaders` may set, lower case.
+    pub allowed_headers: Vec<String>,
+}
+
+/// Server-side S3 settings; `None` falls back to the `AWS_*` environment variables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Defaults {
+    /// Endpoint URL (`service.s3.endpoint`); plain `http` endpoints are allowed.
+    pub endpoint: Option<String>,
+    /// Region (`service.s3.region`).
+    pub region: Option<String>,
+    /// Access key id (`service.s3.accessKey`).
+    pub access_key: Option<String>,
+    /// Secret key (`service.s3.secretKey`).
+    pub secret_key: Option<String>,
+}
+
+/// One entry of `service.ingestion.http.allowedHosts`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPattern {
+    host: HostMatch,
+    port: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostMatch {
+    /// `*`: every host.
+    Any,
+    /// `*.suffix`: hosts ending in `.suffix` (lower case, without the leading dot).
+    Subdomains(String),
+    /// One host, lower case; IPv6 literals in brackets, as URLs print them.
+    Exact(String),
+}
+
+impl HostPattern {
+    /// Parses `host`, `host:port`, `*.domain[:port]`, `[v6][:port]` or `*`.
+    ///
+    /// # Errors
+    /// A message naming the pattern when it is empty, has an invalid port, or is not a valid
+    /// host.
+    pub fn parse(pattern: &str) -> Result<HostPattern, String> {
+        let p = pattern.trim();
+        let bad = |why: &str| format!("invalid host pattern [{pattern}]: {why}");
+        if p.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if p == "*" {
+            return Ok(HostPattern {
+                host: HostMatch::Any,
+                port: None,
+            });
+        }
+        // Split off a port: after `]` for IPv6 literals, else after the only colon.
+        let (host, port) = if p.starts_with('[') {
+            let end = p.find(']').ok_or_else(|| bad("unclosed '['"))?;
+            match &p[end + 1..] {
+                "" => (&p[..=end], None),
+                rest => match rest.strip_prefix(':') {
+                    Some(port) => (&p[..=end], Some(port)),
+                    None => return Err(bad("unexpected text after ']'")),
+                },
+            }
+        } else {
+            match p.split_once(':') {
+                Some((h, port)) => (h, Some(port)),
+                None => (p, None),
+            }
+        };
+        let port = match port {
+            None => None,
+            Some(s) => Some(
+                s.parse::<u16>()
+                    .map_err(|_| bad("the port is not a number from 0 to 65535"))?,
+            ),
+        };
+        let host = host.to_ascii_lowercase();
+        let matcher = if let Some(suffix) = host.strip_prefix("*.") {
+            normalize_host(suffix).map_err(|e| bad(&e))?;
+            HostMatch::Subdomains(suffix.to_string())
+        } else {
+            if host.contains('*') {
+                return Err(bad("'*' is allowed only alone or as a leading '*.'"));
+            }
+            HostMatch::Exact(normalize_host(&host).map_err(|e| bad(&e))?)
+        };
+        Ok(HostPattern {
+            host: matcher,
+            port,
+        })
+    }
+
+    /// Whether this pattern admits `host` (normalized as [`Url::host_str`] prints it) on
+    /// `port`.
+    fn matches(&self, host: &str, port: Option<u16>) -> bool {
+        if self.port.is_some() && self.port != port {
+            return false;
+        }
+        let host = host.to_ascii_lowercase();
+        match &self.host {
+            HostMatch::Any => true,
+            HostMatch::Exact(h) => *h == host,
+            HostMatch::Subdomains(suffix) => host
+                .strip_suffix(suffix.as_str())
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+        }
+    }
+}
+
+/// Normalizes a host the way URL parsing does (IDNA, IPv4 forms, IPv6 brackets).
+fn normalize_host(host: &str) -> Result<String, String> {
+    let url = Url::parse(&format!("http://{host}/")).map_err(|e| e.to_string())?;
+    match url.host_str() {
+        Some(h) if url.port().is_none() && url.path() == "/" && url.username().is_empty() => {
+            Ok(h.to_string())
+        }
+        _ => Err("not a plain host".to_string()),
+    }
+}
+
+/// Splits a comma-separated property value into trimmed, non-empty items.
+fn list(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl InputSourceConfig {
+    /// Reads the settings from runtime properties (see the module docs); unset properties keep
+    /// their defaults.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidValue`] naming the property when a host pattern or protocol is
+    /// invalid.
+    pub fn from_properties(props: &Properties) -> Result<InputSourceConfig, ConfigError> {
+        let mut cfg = InputSourceConfig::default();
+        let invalid = |key: &str, value: &str, reason: String| ConfigError::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason,
+        };
+        if let Some(v) = props.get(PROP_HTTP_ALLOWED_PROTOCOLS) {
+            let mut protocols = Vec::new();
+            for p in list(v) {
+                let p = p.to_ascii_lowercase();
+                if !p
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+                {
+                    return Err(invalid(
+                        PROP_HTTP_ALLOWED_PROTOCOLS,
+                        v,
+                        format!("[{p}] is not a URL scheme"),
+                    ));
+                }
+                protocols.push(p);
+            }
+            cfg.http.allowed_protocols = protocols;
+        }
+        if let Some(v) = props.get(PROP_HTTP_ALLOWED_HOSTS) {
+            cfg.http.allowed_hosts = list(v)
+                .map(HostPattern::parse)
+                .collect::<Result<_, _>>()
+                .map_err(|e| invalid(PROP_HTTP_ALLOWED_HOSTS, v, e))?;
+        }
+        if let Some(v) = props.get(PROP_HTTP_ALLOWED_HEADERS) {
+            cfg.http.allowed_headers = list(v).map(str::to_ascii_lowercase).collect();
+        }
+        let get = |k: &str| props.get(k).map(str::trim).filter(|s| !s.is_empty());
+        cfg.s3 = S3Defaults {
+            endpoint: get(PROP_S3_ENDPOINT).map(str::to_string),
+            region: get(PROP_S3_REGION).map(str::to_string),
+            access_key: get(PROP_S3_ACCESS_KEY).map(str::to_string),
+            secret_key: get(PROP_S3_SECRET_KEY).map(str::to_string),
+        };
+        Ok(cfg)
+    }
+
+    /// Checks a URL against the protocol and host allow-lists.
+    ///
+    /// # Errors
+    /// Why the URL is refused: unparseable, a scheme not in `allowedProtocols`, credentials in
+    /// the URL, no host, or a host not in `allowedHosts`.
+    pub fn check_url(&self, url: &str) -> Result<Url, String> {
+        let parsed = Url::parse(url).map_err(|e| format!("[{url}] is not a valid URL: {e}"))?;
+        self.check_parsed_url(&parsed)?;
+        Ok(parsed)
+    }
+
+    /// [`InputSourceConfig::check_url`] on a parsed URL (also used for redirects).
+    ///
+    /// # Errors
+    /// See [`InputSourceConfig::check_url`].
+    pub fn check_parsed_url(&self, url: &Url) -> Result<(), String> {
+        let scheme = url.scheme();
+        if !self.http.allowed_protocols.iter().any(|p| p == scheme) {
+            return Err(format!(
+                "protocol [{scheme}] is not allowed; allowed protocols: {:?} (property {PROP_HTTP_ALLOWED_PROTOCOLS})",
+                self.http.allowed_protocols
+            ));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(
+                "URLs must not carry credentials; use httpAuthenticationUsername and httpAuthenticationPassword"
+                    .to_string(),
+            );
+        }
+        let Some(host) = url.host_str().filter(|h| !h.is_empty()) else {
+            return Err(format!("[{url}] has no host"));
+        };
+        let port = url.port_or_known_default();
+        if self
+            .http
+            .allowed_hosts
+            .iter()
+            .any(|p| p.matches(host, port))
+        {
+            Ok(())
+        } else {
+            Err(format!(
+                "host [{host}{}] is not in the allow-list (property {PROP_HTTP_ALLOWED_HOSTS}; every host is denied by default)",
+                port.map(|p| format!(":{p}")).unwrap_or_default()
+            ))
+        }
+    }
+
+    /// Checks a request header name against `allowedHeaders` (case-insensitive).
+    ///
+    /// # Errors
+    /// When the header is not allowed.
+    pub fn check_header(&self, name: &str) -> Result<(), String> {
+        let lower = name.to_ascii_lowercase();
+        if self.http.allowed_headers.contains(&lower) {
+            Ok(())
+        } else {
+            Err(format!(
+                "header [{name}] is not allowed; allowed headers: {:?} (property {PROP_HTTP_ALLOWED_HEADERS})",
+                self.http.allowed_headers
+            ))
+        }
+    }
+}
+
+static PROCESS_CONFIG: OnceLock<InputSourceConfig> = OnceLock::new();
+
+/// Sets the process-wide input source settings; call once at start-up, before tasks are
+/// submitted. Returns `false` (and changes nothing) when they were already set.
+pub fn set_input_source_config(config: InputSourceConfig) -> bool {
+    PROCESS_CONFIG.set(config).is_ok()
+}
+
+/// The process-wide input source settings ([`InputSourceConfig::default`] until
+/// [`set_input_source_config`] is called).
+pub fn input_source_config() -> &'static InputSourceConfig {
+    static DEFAULT: OnceLock<InputSourceConfig> = OnceLock::new();
+    PROCESS_CONFIG
+        .get()
+        .unwrap_or_else(|| DEFAULT.get_or_init(InputSourceConfig::default))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(hosts: &str) -> InputSourceConfig {
+        InputSourceConfig::from_properties(&Properties::parse(&format!(
+            "{PROP_HTTP_ALLOWED_HOSTS}={hosts}\n"
+        )))
+        .unwrap()
+    }
+
+    #[test]
+    fn default_denies_every_host() {
+        let c = InputSourceConfig::default();
+        let e = c.check_url("https://example.com/data.json").unwrap_err();
+        assert!(
+            e.contains("example.com") && e.contains("allowedHosts"),
+            "{e}"
+        );
+        let e = c.check_url("http://169.254.169.254/latest/").unwrap_err();
+        assert!(e.contains("169.254.169.254"), "{e}");
+    }
+
+    #[test]
+    fn protocols() {
+        let c = cfg("*");
+        assert!(c.check_url("https://example.com/a").is_ok());
+        for url in [
+            "file:///etc/passwd",
+            "ftp://example.com/a",
+            "jar:file:/x!/y",
+            "gopher://x/",
+        ] {
+            let e = c.check_url(url).unwrap_err();
+            assert!(e.contains("protocol"), "{url}: {e}");
+        }
+        let e = c.check_url("not a url").unwrap_err();
+        assert!(e.contains("not a valid URL"), "{e}");
+        let only_https = InputSourceConfig::from_properties(&Properties::parse(&format!(
+            "{PROP_HTTP_ALLOWED_HOSTS}=*\n{PROP_HTTP_ALLOWED_PROTOCOLS}=HTTPS\n"
+        )))
+        .unwrap();
+        assert!(only_https.check_url("https://a/").is_ok());
+        assert!(only_https.check_url("http://a/").is_err());
+    }
+
+    #[test]
+    fn hosts_and_ports() {
+        let c = cfg("data.example.com, files.example.org:8080, *.cdn.net, 127.0.0.1:9000, [::1]");
+        for ok in [
+            "https://data.example.com/x.json",
+            "http://DATA.example.com:1234/x",
+            "http://files.example.org:8080/x",
+            "https://a.cdn.net/x",
+            "https://a.b.cdn.net/x",
+            "http://127.0.0.1:9000/x",
+            "http://[::1]:5/x",
+            "http://[0:0:0:0:0:0:0:1]/x",
+        ] {
+            assert!(c.check_url(ok).is_ok(), "{ok}: {:?}", c.check_url(ok));
+        }
+        for bad in [
+            "http://files.example.org/x",      // default port 80, not 8080
+            "https://files.example.org:8080x", // unparseable port
+            "https://cdn.net/x",               // *.cdn.net does not cover cdn.net
+            "https://evilcdn.net/x",
+            "http://127.0.0.1/x",
+            "http://127.0.0.1:9001/x",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://[::2]/x",
+            "http://data.example.com.evil.io/x",
+            "http://localhost/x",
+        ] {
+            assert!(c.check_url(bad).is_err(), "{bad} should be denied");
+        }
+    }
+
+    #[test]
+    fn hostile_urls() {
+        let c = cfg("allowed.example.com,127.0.0.1:9000");
+        // Userinfo tricks: the real host is after the '@'.
+        let e = c
+            .check_url("http://allowed.example.com@evil.io/")
+            .unwrap_err();
+        assert!(e.contains("credentials"), "{e}");
+        let e = c
+            .check_url("http://user:pw@allowed.example.com/")
+            .unwrap_err();
+        assert!(e.contains("credentials"), "{e}");
+        // Alternative IPv4 spellings normalize to 127.0.0.1 and keep the port check.
+        assert!(c.check_url("http://0x7f.0.0.1:9000/x").is_ok());
+        assert!(c.check_url("http://2130706433:9000/x").is_ok());
+        assert!(c.check_url("http://0x7f.0.0.1/x").is_err());
+        // IPv6-mapped and other literals are not the IPv4 host.
+        assert!(c.check_url("http://[::ffff:127.0.0.1]:9000/x").is_err());
+        assert!(c.check_url("http://[::ffff:a9fe:a9fe]/x").is_err());
+        // Backslashes and encoded characters do not change the host.
+        assert!(
+            c.check_url("http://evil.io\\@allowed.example.com/")
+                .is_err()
+        );
+        assert!(
+            c.check_url("http://allowed.example.com%2eevil.io/")
+                .is_err()
+        );
+        assert!(
+            c.check_url("file://allowed.example.com/etc/passwd")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn patterns_and_properties() {
+        assert!(HostPattern::parse("").is_err());
+        assert!(HostPattern::parse("a*b.com").is_err());
+        assert!(HostPattern::parse("host:http").is_err());
+        assert!(HostPattern::parse("[::1").is_err());
+        assert!(HostPattern::parse("[::1]x").is_err());
+        assert!(HostPattern::parse("a/b").is_err());
+        let e = InputSourceConfig::from_properties(&Properties::parse(&format!(
+            "{PROP_HTTP_ALLOWED_HOSTS}=ok.com, bad host\n"
+        )))
+        .unwrap_err();
+        assert!(e.to_string().contains(PROP_HTTP_ALLOWED_HOSTS), "{e}");
+        let c = InputSourceConfig::from_properties(&Properties::parse(
+            "service.ingestion.http.allowedHeaders=X-Token, Accept\nservice.s3.endpoint=http://127.0.0.1:5000\nservice.s3.region=eu-west-1\n",
+        ))
+        .unwrap();
+        assert!(c.check_header("x-token").is_ok());
+        assert!(c.check_header("ACCEPT").is_ok());
+        assert!(c.check_header("Host").unwrap_err().contains("Host"));
+        assert_eq!(c.s3.endpoint.as_deref(), Some("http://127.0.0.1:5000"));
+        assert_eq!(c.s3.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(c.s3.access_key, None);
+        assert!(!input_source_config().http.allowed_protocols.is_empty());
+    }
+}
