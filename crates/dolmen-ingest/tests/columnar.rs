@@ -61,22 +61,7 @@ impl Env {
     }
 
     async fn run(&self, spec: &Value, columnar: bool) -> Result<Output, IngestError> {
-        let mut spec = spec.clone();
-        let n = self.n.fetch_add(1, Ordering::SeqCst);
-        spec["spec"]["dataSchema"]["dataSource"] = json!(format!("ds{n}"));
-        spec["context"] = json!({ "useColumnarIngestion": columnar });
-        let spec = IndexTaskSpec::from_json(&spec)?;
-        let stats = Arc::new(RowStats::new());
-        let env = IndexTaskEnv {
-            task_id: format!("task-{n}"),
-            work_dir: self.dir.path().join(format!("work-{n}")),
-            deep: self.deep.clone(),
-            metadata: Arc::clone(&self.metadata),
-            cancel: CancellationToken::new(),
-            stats: Arc::clone(&stats),
-            lock_version: format!("2026-01-01T00:00:00.{n:03}Z"),
-        };
-        let segs = run_index_task(&env, &spec).await?;
+        let (segs, stats) = self.run_task(spec, columnar).await?;
         Ok(Output {
             segments: read_segments(&segs),
             segment_count: segs.len(),
@@ -423,21 +408,31 @@ fn shards(segs: &[DataSegment]) -> Vec<(String, Value, Vec<String>)> {
 
 impl Env {
     async fn run_segments(&self, spec: &Value, columnar: bool) -> Vec<DataSegment> {
+        self.run_task(spec, columnar).await.unwrap().0
+    }
+
+    /// Runs `spec` as a new datasource, with the columnar path allowed or not.
+    async fn run_task(
+        &self,
+        spec: &Value,
+        columnar: bool,
+    ) -> Result<(Vec<DataSegment>, Arc<RowStats>), IngestError> {
         let mut spec = spec.clone();
         let n = self.n.fetch_add(1, Ordering::SeqCst);
         spec["spec"]["dataSchema"]["dataSource"] = json!(format!("ds{n}"));
         spec["context"] = json!({ "useColumnarIngestion": columnar });
-        let spec = IndexTaskSpec::from_json(&spec).unwrap();
+        let spec = IndexTaskSpec::from_json(&spec)?;
+        let stats = Arc::new(RowStats::new());
         let env = IndexTaskEnv {
             task_id: format!("task-{n}"),
             work_dir: self.dir.path().join(format!("work-{n}")),
             deep: self.deep.clone(),
             metadata: Arc::clone(&self.metadata),
             cancel: CancellationToken::new(),
-            stats: Arc::new(RowStats::new()),
+            stats: Arc::clone(&stats),
             lock_version: format!("2026-01-01T00:00:00.{n:03}Z"),
         };
-        run_index_task(&env, &spec).await.unwrap()
+        Ok((run_index_task(&env, &spec).await?, stats))
     }
 }
 
