@@ -10,9 +10,10 @@
 //!
 //! * **hashed**: a row's bucket is `abs(murmur3_32(key)) % numBuckets`, where `key` is the JSON
 //!   serialization of the row's partition-dimension values, each as an array of strings
-//!   (`[["a"],["b"]]`, `[]` for null), the group key Druid's `HashPartitioner` hashes with
-//!   Guava's `murmur3_32`. With no `partitionDimensions` the key is `[time, [all dimension
-//!   values]]`. `numBuckets` is `numShards`, or `ceil(rows / targetRowsPerSegment)` per chunk.
+//!   (`[["a"],["b"]]`, `[]` for null), modelled on the group key Druid's `HashPartitioner`
+//!   hashes with Guava's `murmur3_32`. Dolmen's own broker is the only reader of the buckets,
+//!   so byte-for-byte agreement with Druid's key is not relied on. With no
+//!   `partitionDimensions` the key is `[time, [all dimension values]]`. `numBuckets` is `numShards`, or `ceil(rows / targetRowsPerSegment)` per chunk.
 //!   Empty buckets produce no segment.
 //! * **single_dim / range**: the chunk's distinct partition-key tuples are counted, sorted
 //!   (null first, then by UTF-8 bytes) and cut into consecutive ranges: a range closes once it
