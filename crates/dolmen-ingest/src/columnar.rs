@@ -259,15 +259,7 @@ pub fn plan(
     if discover && dspec.use_schema_discovery {
         return Err("typed schema discovery needs the row path".into());
     }
-    let mut excluded: HashSet<String> = dspec.dimension_exclusions.iter().cloned().collect();
-    excluded.insert(ds.timestamp_spec.column.clone());
-    excluded.insert(crate::TIME_COLUMN.to_string());
-    for m in &ds.metrics_spec {
-        excluded.insert(m.name().to_string());
-        if let (Some(f), _) = m.input() {
-            excluded.insert(f.to_string());
-        }
-    }
+    let excluded = crate::task::discovery_exclusions(spec);
 
     let source = match &io.input_format {
         InputFormat::Csv {

@@ -337,15 +337,7 @@ impl Dimensions {
             .enumerate()
             .map(|(i, s)| (s.name.clone(), i))
             .collect();
-        // Excluded from discovery: explicit exclusions, the timestamp column, metric names and
-        // the fields metrics read (input fields, first/last `timeColumn`s; Druid's defaults).
-        let mut excluded: HashSet<String> = dspec.dimension_exclusions.iter().cloned().collect();
-        excluded.insert(ds.timestamp_spec.column.clone());
-        excluded.insert(crate::TIME_COLUMN.to_string());
-        for m in &ds.metrics_spec {
-            excluded.insert(m.name().to_string());
-            excluded.extend(m.required_fields().map(str::to_string));
-        }
+        let excluded = discovery_exclusions(spec);
         Dimensions {
             discover: dspec.dimensions.is_empty() || dspec.include_all_dimensions,
             typed_discovery: dspec.use_schema_discovery,
@@ -383,6 +375,26 @@ impl Dimensions {
             }
         }
     }
+}
+
+/// Columns schema discovery never makes dimensions: explicit `dimensionExclusions`, the
+/// timestamp column, `__time`, metric names and the fields metrics read (input fields,
+/// first/last `timeColumn`s), Druid's defaults. Shared by both build paths.
+pub(crate) fn discovery_exclusions(spec: &IndexTaskSpec) -> HashSet<String> {
+    let ds = &spec.spec.data_schema;
+    let mut excluded: HashSet<String> = ds
+        .dimensions_spec
+        .dimension_exclusions
+        .iter()
+        .cloned()
+        .collect();
+    excluded.insert(ds.timestamp_spec.column.clone());
+    excluded.insert(crate::TIME_COLUMN.to_string());
+    for m in &ds.metrics_spec {
+        excluded.insert(m.name().to_string());
+        excluded.extend(m.required_fields().map(str::to_string));
+    }
+    excluded
 }
 
 fn validate_granularities(spec: &IndexTaskSpec) -> Result<(), IngestError> {
