@@ -194,7 +194,6 @@ pub fn plan(
                 files.push(path.clone());
                 total_bytes += e.size_bytes();
             }
-            #[allow(unreachable_patterns)]
             _ => return Err("input source is not local files".into()),
         }
     }
@@ -212,7 +211,6 @@ pub fn plan(
             | MetricSpec::FloatSum(_) => Combine::Sum,
             MetricSpec::LongMin(_) | MetricSpec::DoubleMin(_) => Combine::Min,
             MetricSpec::LongMax(_) | MetricSpec::DoubleMax(_) => Combine::Max,
-            #[allow(unreachable_patterns)]
             _ => return Err(format!("metric [{}] needs the row path", m.name())),
         };
         let kind = MetricKind::of(m);
@@ -400,7 +398,12 @@ fn memory_budget(max_bytes_in_memory: Option<i64>) -> usize {
     if let Some(b) = max_bytes_in_memory.filter(|b| *b > 0) {
         return usize::try_from(b).unwrap_or(usize::MAX).max(MIN);
     }
-    let total = std::fs::read_to_string("/proc/meminfo")
+    (physical_memory() / 6).max(MIN)
+}
+
+/// Physical memory in bytes (`MemTotal` of `/proc/meminfo`; 1 GiB when unknown).
+pub(crate) fn physical_memory() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -408,8 +411,7 @@ fn memory_budget(max_bytes_in_memory: Option<i64>) -> usize {
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<usize>().ok())
         })
-        .map_or(1 << 30, |kb| kb * 1024);
-    (total / 6).max(MIN)
+        .map_or(1 << 30, |kb| kb * 1024)
 }
 
 fn flatten_has_fields(spec: Option<&serde_json::Value>) -> bool {

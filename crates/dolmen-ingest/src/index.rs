@@ -42,8 +42,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, Float32Array, Float32Builder, Float64Array, Float64Builder,
-    Int64Array, Int64Builder, ListBuilder, StringArray, StringBuilder, TimestampMillisecondBuilder,
+    Array, ArrayRef, AsArray, BinaryBuilder, Float32Array, Float32Builder, Float64Array,
+    Float64Builder, Int64Array, Int64Builder, ListBuilder, StringArray, StringBuilder,
+    TimestampMillisecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::ipc::reader::FileReader;
@@ -53,7 +54,7 @@ use dolmen_common::{Granularity, Interval};
 use dolmen_segment::{ColumnKind, ColumnType, SegmentColumn, SegmentFileWriter, SegmentSchema};
 
 use crate::IngestError;
-use crate::rows::{Acc, MetricKind, Row, Val, compare_keys, multi_value, trim_nulls};
+use crate::rows::{Acc, MetricKind, Row, SketchAcc, Val, compare_keys, multi_value, trim_nulls};
 use crate::spec::MultiValueHandling;
 
 /// Rows per Arrow batch when writing spills and segments.
@@ -107,6 +108,9 @@ pub struct IndexerConfig {
     pub segment_granularity: Granularity,
     /// Rows in memory before a spill.
     pub max_rows_in_memory: usize,
+    /// Estimated heap bytes of in-memory rows before a spill (see [`row_heap_bytes`]);
+    /// `usize::MAX` for no limit.
+    pub max_bytes_in_memory: usize,
     /// Rows per segment.
     pub max_rows_per_segment: u64,
     /// Parquet compression.
@@ -134,6 +138,48 @@ pub struct Indexer {
     plain: Vec<Row>,
     runs: Vec<PathBuf>,
     spill_seq: usize,
+    /// Estimated heap bytes of the rows in memory.
+    bytes_in_memory: usize,
+}
+
+/// The `maxBytesInMemory` budget of the row path: the tuning value when positive, no limit
+/// when negative (Druid's -1), else a sixth of physical memory (Druid's default is a sixth of
+/// the JVM heap).
+pub fn bytes_in_memory_budget(max_bytes_in_memory: Option<i64>) -> usize {
+    match max_bytes_in_memory {
+        Some(b) if b > 0 => usize::try_from(b).unwrap_or(usize::MAX),
+        Some(b) if b < 0 => usize::MAX,
+        _ => crate::columnar::physical_memory() / 6,
+    }
+}
+
+/// Estimated heap bytes of one in-memory row: the row and its vectors, each dimension value
+/// with its string bytes, and each metric's [`MetricKind::max_heap_bytes`] (sketches at their
+/// largest, as Druid's `getMaxIntermediateSize`), plus a hash-map entry's overhead.
+pub fn row_heap_bytes(row: &Row, kinds: &[MetricKind]) -> usize {
+    let dims: usize = row
+        .dims
+        .iter()
+        .map(|v| {
+            std::mem::size_of::<Val>()
+                + match v {
+                    Val::Str(s) => s.len(),
+                    Val::Multi(vs) => vs
+                        .iter()
+                        .map(|x| {
+                            std::mem::size_of::<Option<Box<str>>>()
+                                + x.as_ref().map_or(0, |s| s.len())
+                        })
+                        .sum(),
+                    _ => 0,
+                }
+        })
+        .sum();
+    let metrics: usize = kinds
+        .iter()
+        .map(|k| std::mem::size_of::<Acc>() + k.max_heap_bytes())
+        .sum();
+    64 + std::mem::size_of::<Row>() + dims + metrics
 }
 
 impl Indexer {
@@ -149,6 +195,7 @@ impl Indexer {
             plain: Vec::new(),
             runs: Vec::new(),
             spill_seq: 0,
+            bytes_in_memory: 0,
         }
     }
 
@@ -173,6 +220,7 @@ impl Indexer {
                 self.multi[i] = true;
             }
         }
+        let bytes = row_heap_bytes(&row, &self.metric_kinds);
         if self.config.rollup {
             let key = Key {
                 time: row.time,
@@ -185,13 +233,17 @@ impl Indexer {
                     }
                 }
                 None => {
+                    self.bytes_in_memory += bytes;
                     self.rolled.insert(key, row.metrics);
                 }
             }
         } else {
+            self.bytes_in_memory += bytes;
             self.plain.push(row);
         }
-        if self.in_memory() >= self.config.max_rows_in_memory {
+        if self.in_memory() >= self.config.max_rows_in_memory
+            || self.bytes_in_memory >= self.config.max_bytes_in_memory
+        {
             self.spill(dims)?;
         }
         Ok(())
@@ -213,6 +265,7 @@ impl Indexer {
     }
 
     fn take_sorted(&mut self) -> Vec<Row> {
+        self.bytes_in_memory = 0;
         let mut rows: Vec<Row> = if self.config.rollup {
             self.rolled
                 .drain()
@@ -234,13 +287,7 @@ impl Indexer {
         if rows.is_empty() {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.config.work_dir)
-            .map_err(|e| io_error(&self.config.work_dir, e))?;
-        let path = self
-            .config
-            .work_dir
-            .join(format!("spill-{:05}.arrow", self.spill_seq));
-        self.spill_seq += 1;
+        let path = self.next_spill_path()?;
         let multi = self.multi_flags(dims.len());
         let schema = spill_schema(dims, &multi, &self.metric_kinds);
         let file = File::create(&path).map_err(|e| io_error(&path, e))?;
@@ -251,7 +298,7 @@ impl Indexer {
             metrics: &self.metric_kinds,
             segment: false,
         };
-        for chunk in rows.chunks(BATCH_ROWS) {
+        for chunk in rows.chunks(SPILL_BATCH_ROWS) {
             let batch = rows_to_batch(chunk, &layout, &schema)?;
             w.write(&batch).map_err(|e| arrow_error(&path, e))?;
         }
@@ -261,30 +308,27 @@ impl Indexer {
         Ok(())
     }
 
-    /// Merges everything into segment files under the work directory. `dims` is the final
-    /// dimension list; `should_stop` is polled to abort early.
+    /// Merges spilled runs and in-memory rows into segment files.
+    ///
+    /// More than [`MAX_MERGE_FAN_IN`] spilled runs are first merged in groups into larger runs
+    /// (a multi-level external merge), so open files and read buffers stay bounded however
+    /// large the input.
     ///
     /// # Errors
-    /// On I/O or encoding failure, or when `should_stop` answers true ([`IngestError::Canceled`]).
+    /// I/O or Arrow failures; [`IngestError::Canceled`] when `should_stop` says so.
     pub fn finish(
         mut self,
         dims: &[DimSlot],
         should_stop: &dyn Fn() -> bool,
     ) -> Result<Vec<BuiltSegment>, IngestError> {
         let last = self.take_sorted();
+        self.reduce_runs(dims, should_stop)?;
         let mut sources: Vec<RunReader> = Vec::with_capacity(self.runs.len() + 1);
         for p in &self.runs {
             sources.push(RunReader::open(p, self.metric_kinds.clone())?);
         }
         sources.push(RunReader::memory(last));
 
-        // K-way merge.
-        let mut heap = BinaryHeap::new();
-        for (i, s) in sources.iter_mut().enumerate() {
-            if let Some(r) = s.next_row()? {
-                heap.push(HeapItem { row: r, run: i });
-            }
-        }
         let multi = self.multi_flags(dims.len());
         let schema = segment_schema(dims, &multi, &self.metric_names, &self.metric_kinds);
         let arrow_schema = segment_file_schema(&schema, &self.metric_names, &self.metric_kinds);
@@ -295,47 +339,141 @@ impl Indexer {
             self.metric_kinds.clone(),
             multi,
         );
-        let mut pending: Option<Row> = None;
-        let mut n: u64 = 0;
-        while let Some(HeapItem { row, run }) = heap.pop() {
-            if let Some(next) = sources[run].next_row()? {
-                heap.push(HeapItem { row: next, run });
-            }
-            n += 1;
-            if n.is_multiple_of(8192) && should_stop() {
-                return Err(IngestError::Canceled);
-            }
-            match pending.as_mut() {
-                Some(p)
-                    if self.config.rollup
-                        && compare_keys(p.time, &p.dims, row.time, &row.dims)
-                            == Ordering::Equal =>
-                {
-                    for ((a, b), k) in p
-                        .metrics
-                        .iter_mut()
-                        .zip(&row.metrics)
-                        .zip(&self.metric_kinds)
-                    {
-                        k.combine(a, b);
-                    }
-                }
-                _ => {
-                    if let Some(done) = pending.replace(row) {
-                        out.push(done, dims)?;
-                    }
-                }
-            }
-        }
-        if let Some(done) = pending {
-            out.push(done, dims)?;
-        }
+        merge_sorted(
+            sources,
+            self.config.rollup,
+            &self.metric_kinds,
+            should_stop,
+            |row| out.push(row, dims),
+        )?;
         let built = out.close(dims)?;
         for p in &self.runs {
             let _ = std::fs::remove_file(p);
         }
         Ok(built)
     }
+
+    /// Merges spilled runs [`MAX_MERGE_FAN_IN`] at a time into new runs until at most that many
+    /// are left.
+    fn reduce_runs(
+        &mut self,
+        dims: &[DimSlot],
+        should_stop: &dyn Fn() -> bool,
+    ) -> Result<(), IngestError> {
+        while self.runs.len() > MAX_MERGE_FAN_IN {
+            let group: Vec<PathBuf> = self.runs.drain(..MAX_MERGE_FAN_IN).collect();
+            let sources = group
+                .iter()
+                .map(|p| RunReader::open(p, self.metric_kinds.clone()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let path = self.next_spill_path()?;
+            let multi = self.multi_flags(dims.len());
+            let schema = spill_schema(dims, &multi, &self.metric_kinds);
+            let file = File::create(&path).map_err(|e| io_error(&path, e))?;
+            let mut w = FileWriter::try_new(file, &schema).map_err(|e| arrow_error(&path, e))?;
+            let layout = Layout {
+                dims,
+                multi: &multi,
+                metrics: &self.metric_kinds,
+                segment: false,
+            };
+            let mut buffer: Vec<Row> = Vec::with_capacity(SPILL_BATCH_ROWS);
+            let mut write = |rows: &mut Vec<Row>| -> Result<(), IngestError> {
+                let batch = rows_to_batch(rows, &layout, &schema)?;
+                rows.clear();
+                w.write(&batch).map_err(|e| arrow_error(&path, e))
+            };
+            merge_sorted(
+                sources,
+                self.config.rollup,
+                &self.metric_kinds,
+                should_stop,
+                |row| {
+                    buffer.push(row);
+                    if buffer.len() >= SPILL_BATCH_ROWS {
+                        write(&mut buffer)?;
+                    }
+                    Ok(())
+                },
+            )?;
+            if !buffer.is_empty() {
+                write(&mut buffer)?;
+            }
+            w.finish().map_err(|e| arrow_error(&path, e))?;
+            for p in &group {
+                let _ = std::fs::remove_file(p);
+            }
+            tracing::debug!(runs = group.len(), path = %path.display(), "merged spilled runs");
+            self.runs.push(path);
+        }
+        Ok(())
+    }
+
+    /// A fresh spill file path under the work directory (created if missing).
+    fn next_spill_path(&mut self) -> Result<PathBuf, IngestError> {
+        std::fs::create_dir_all(&self.config.work_dir)
+            .map_err(|e| io_error(&self.config.work_dir, e))?;
+        let path = self
+            .config
+            .work_dir
+            .join(format!("spill-{:05}.arrow", self.spill_seq));
+        self.spill_seq += 1;
+        Ok(path)
+    }
+}
+
+/// Most sorted runs merged at once (files open and batches buffered by one merge).
+pub const MAX_MERGE_FAN_IN: usize = 64;
+
+/// Rows per record batch of a spill file. A merge holds one decoded batch per run, so this
+/// times [`MAX_MERGE_FAN_IN`] bounds the rows a merge keeps in memory (64 Ki rows).
+pub const SPILL_BATCH_ROWS: usize = 1024;
+
+/// K-way merge of sorted runs; with `rollup`, rows with equal time and dimensions are combined.
+/// Each merged row goes to `emit` in sort order.
+fn merge_sorted(
+    mut sources: Vec<RunReader>,
+    rollup: bool,
+    kinds: &[MetricKind],
+    should_stop: &dyn Fn() -> bool,
+    mut emit: impl FnMut(Row) -> Result<(), IngestError>,
+) -> Result<(), IngestError> {
+    let mut heap = BinaryHeap::new();
+    for (i, s) in sources.iter_mut().enumerate() {
+        if let Some(r) = s.next_row()? {
+            heap.push(HeapItem { row: r, run: i });
+        }
+    }
+    let mut pending: Option<Row> = None;
+    let mut n: u64 = 0;
+    while let Some(HeapItem { row, run }) = heap.pop() {
+        if let Some(next) = sources[run].next_row()? {
+            heap.push(HeapItem { row: next, run });
+        }
+        n += 1;
+        if n.is_multiple_of(8192) && should_stop() {
+            return Err(IngestError::Canceled);
+        }
+        match pending.as_mut() {
+            Some(p)
+                if rollup
+                    && compare_keys(p.time, &p.dims, row.time, &row.dims) == Ordering::Equal =>
+            {
+                for ((a, b), k) in p.metrics.iter_mut().zip(&row.metrics).zip(kinds) {
+                    k.combine(a, b);
+                }
+            }
+            _ => {
+                if let Some(done) = pending.replace(row) {
+                    emit(done)?;
+                }
+            }
+        }
+    }
+    if let Some(done) = pending {
+        emit(done)?;
+    }
+    Ok(())
 }
 
 struct HeapItem {
@@ -452,6 +590,10 @@ fn spill_metric_type(k: MetricKind) -> DataType {
         ColumnType::Long => DataType::Int64,
         ColumnType::String => DataType::Utf8,
         ColumnType::Float | ColumnType::Double => DataType::Float64,
+        ColumnType::HllSketch
+        | ColumnType::ThetaSketch
+        | ColumnType::QuantilesDoublesSketch
+        | ColumnType::HyperUnique => DataType::Binary,
     }
 }
 
@@ -611,11 +753,23 @@ fn rows_to_batch(
                 }
                 Arc::new(b.finish())
             }
+            // Dimensions are never sketches.
+            ty => arrow::array::new_null_array(&ty.arrow_type(), rows.len()),
         };
         cols.push(arr);
     }
     for (j, k) in metrics.iter().enumerate() {
         let arr: ArrayRef = match (k.column_type(), segment) {
+            (ty, _) if ty.is_sketch() => {
+                let mut b = BinaryBuilder::with_capacity(rows.len(), rows.len() * 64);
+                for r in rows {
+                    match r.metrics.get(j) {
+                        Some(Acc::Sketch(s)) => b.append_value(s.to_bytes()),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
             (ColumnType::Long, _) => {
                 let mut b = Int64Builder::with_capacity(rows.len());
                 for r in rows {
@@ -723,6 +877,21 @@ fn batch_to_rows(
         } else {
             None
         };
+        if k.is_sketch() {
+            let bin = col
+                .as_binary_opt::<i32>()
+                .ok_or_else(|| bad("sketch column is not Binary"))?;
+            for (i, row) in rows.iter_mut().enumerate() {
+                let acc = if bin.is_valid(i) {
+                    SketchAcc::from_bytes(*k, bin.value(i))
+                        .map_err(|e| bad(&format!("sketch column: {e}")))?
+                } else {
+                    SketchAcc::new(*k).map_err(|e| bad(&e.to_string()))?
+                };
+                row.metrics.push(Acc::Sketch(Box::new(acc)));
+            }
+            continue;
+        }
         for (i, row) in rows.iter_mut().enumerate() {
             let valid = col.is_valid(i);
             let acc = match (times, k.column_type()) {
@@ -939,6 +1108,7 @@ mod tests {
             rollup,
             segment_granularity: Granularity::from_name("hour").unwrap(),
             max_rows_in_memory: in_mem,
+            max_bytes_in_memory: usize::MAX,
             max_rows_per_segment: per_seg,
             compression: dolmen_segment::file::compression_for(None),
             work_dir: dir.to_path_buf(),

@@ -23,6 +23,9 @@ use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 
 use dolmen_segment::ColumnType;
+use dolmen_sketch::hyper_unique::HyperLogLogCollector;
+use dolmen_sketch::quantiles::DoublesSketch;
+use dolmen_sketch::{HllAcc, HllStringEncoding, HllTargetType, SketchError, ThetaAcc};
 use serde_json::Value;
 
 use crate::input::InputRow;
@@ -249,6 +252,12 @@ pub fn to_dim_val(
         ColumnType::Long => json_to_i64(v)?.map_or(Val::Null, Val::Long),
         ColumnType::Float => json_to_f64(v)?.map_or(Val::Null, |f| Val::Float(f as f32)),
         ColumnType::Double => json_to_f64(v)?.map_or(Val::Null, Val::Double),
+        other => {
+            return Err(ConversionError(format!(
+                "a dimension cannot have type {}",
+                other.druid_name()
+            )));
+        }
     })
 }
 
@@ -296,12 +305,93 @@ pub enum MetricKind {
     StringFirst,
     /// String value at the latest time.
     StringLast,
+    /// `HLLSketchBuild` (`merge` false) / `HLLSketchMerge` (`merge` true).
+    HllSketch {
+        /// log2 of the bucket count.
+        lg_k: u8,
+        /// Stored register width.
+        target: HllTargetType,
+        /// Bytes of a string that are hashed.
+        encoding: HllStringEncoding,
+        /// Inputs are serialized sketches.
+        merge: bool,
+    },
+    /// `thetaSketch`.
+    ThetaSketch {
+        /// Nominal entries.
+        size: u32,
+        /// Inputs are serialized sketches (`isInputThetaSketch`).
+        merge: bool,
+    },
+    /// `quantilesDoublesSketch`.
+    QuantilesSketch {
+        /// Accuracy parameter.
+        k: u16,
+    },
+    /// `hyperUnique`.
+    HyperUnique {
+        /// Inputs are serialized collectors (`isInputHyperUnique`).
+        merge: bool,
+    },
 }
 
 impl MetricKind {
-    /// The kind of a metric spec.
+    /// The kind of a metric spec, with its sketch parameters checked.
+    ///
+    /// # Errors
+    /// A sketch parameter out of range (`lgK`, `tgtHllType`, `stringEncoding`, `size`, `k`); the
+    /// message names it.
+    pub fn try_of(m: &MetricSpec) -> Result<MetricKind, SketchError> {
+        let kind = match m {
+            MetricSpec::HllSketchBuild(h) | MetricSpec::HllSketchMerge(h) => {
+                MetricKind::HllSketch {
+                    lg_k: h.lg_k,
+                    target: HllTargetType::from_name(&h.tgt_hll_type)?,
+                    encoding: HllStringEncoding::from_name(&h.string_encoding)?,
+                    merge: matches!(m, MetricSpec::HllSketchMerge(_)),
+                }
+            }
+            MetricSpec::ThetaSketch(t) => MetricKind::ThetaSketch {
+                size: t.size,
+                merge: t.is_input_theta_sketch,
+            },
+            MetricSpec::QuantilesDoublesSketch(q) => MetricKind::QuantilesSketch { k: q.k },
+            MetricSpec::HyperUnique(h) => MetricKind::HyperUnique {
+                merge: h.is_input_hyper_unique,
+            },
+            other => MetricKind::of(other),
+        };
+        if kind.is_sketch() {
+            SketchAcc::new(kind)?;
+        }
+        Ok(kind)
+    }
+
+    /// The kind of a metric spec whose parameters [`MetricKind::try_of`] has accepted (the
+    /// ingestion spec's validation does); out-of-range sketch parameters fall back to Druid's
+    /// defaults here.
     pub fn of(m: &MetricSpec) -> MetricKind {
         match m {
+            MetricSpec::HllSketchBuild(_)
+            | MetricSpec::HllSketchMerge(_)
+            | MetricSpec::ThetaSketch(_)
+            | MetricSpec::QuantilesDoublesSketch(_)
+            | MetricSpec::HyperUnique(_) => MetricKind::try_of(m).unwrap_or(match m {
+                MetricSpec::ThetaSketch(_) => MetricKind::ThetaSketch {
+                    size: dolmen_sketch::THETA_DEFAULT_SIZE,
+                    merge: false,
+                },
+                MetricSpec::QuantilesDoublesSketch(_) => MetricKind::QuantilesSketch {
+                    k: DoublesSketch::DEFAULT_K,
+                },
+                MetricSpec::HyperUnique(_) => MetricKind::HyperUnique { merge: false },
+                _ => MetricKind::HllSketch {
+                    lg_k: 12,
+                    target: HllTargetType::default(),
+                    encoding: HllStringEncoding::default(),
+                    merge: matches!(m, MetricSpec::HllSketchMerge(_)),
+                },
+            }),
             MetricSpec::Count(_) => MetricKind::Count,
             MetricSpec::LongSum(_) => MetricKind::LongSum,
             MetricSpec::LongMin(_) => MetricKind::LongMin,
@@ -339,6 +429,30 @@ impl MetricKind {
                 ColumnType::Float
             }
             MetricKind::StringFirst | MetricKind::StringLast => ColumnType::String,
+            MetricKind::HllSketch { .. } => ColumnType::HllSketch,
+            MetricKind::ThetaSketch { .. } => ColumnType::ThetaSketch,
+            MetricKind::QuantilesSketch { .. } => ColumnType::QuantilesDoublesSketch,
+            MetricKind::HyperUnique { .. } => ColumnType::HyperUnique,
+        }
+    }
+
+    /// Whether the accumulator is a sketch ([`Acc::Sketch`]).
+    pub fn is_sketch(self) -> bool {
+        self.column_type().is_sketch()
+    }
+
+    /// Heap bytes an accumulator of this kind may take at most, for `maxBytesInMemory`
+    /// accounting (as Druid's `AggregatorFactory.getMaxIntermediateSize`): the register array of
+    /// an HLL union (2^lgK bytes), a theta hash table of twice `size` 8-byte entries, a
+    /// quantiles sketch's base buffer and about 30 levels of `k` doubles, a 1,031-byte
+    /// hyperUnique collector; 16 bytes for the other kinds.
+    pub fn max_heap_bytes(self) -> usize {
+        match self {
+            MetricKind::HllSketch { lg_k, .. } => (1usize << lg_k) + 64,
+            MetricKind::ThetaSketch { size, .. } => 16 * size as usize + 64,
+            MetricKind::QuantilesSketch { k } => 8 * 32 * k as usize + 64,
+            MetricKind::HyperUnique { .. } => 1031 + 64,
+            _ => 16,
         }
     }
 
@@ -410,6 +524,13 @@ impl MetricKind {
                 _ => Acc::TimedDouble(t, v.map(json_to_f64).transpose()?.flatten()),
             });
         }
+        if self.is_sketch() {
+            let mut acc = SketchAcc::new(self).map_err(|e| ConversionError(e.to_string()))?;
+            if let Some(v) = v {
+                acc.add_json(self, v)?;
+            }
+            return Ok(Acc::Sketch(Box::new(acc)));
+        }
         Ok(match self {
             MetricKind::Count => Acc::Long(Some(1)),
             MetricKind::LongSum | MetricKind::LongMin | MetricKind::LongMax => Acc::Long(match v {
@@ -423,8 +544,14 @@ impl MetricKind {
         })
     }
 
-    /// The accumulator of no row: null (first/last: null at [`MetricKind::empty_time`]).
+    /// The accumulator of no row: null (first/last: null at [`MetricKind::empty_time`];
+    /// sketches: an empty sketch).
     pub fn empty(self) -> Acc {
+        if self.is_sketch()
+            && let Ok(acc) = SketchAcc::new(self)
+        {
+            return Acc::Sketch(Box::new(acc));
+        }
         if !self.is_timed() {
             return if self.column_type() == ColumnType::Long {
                 Acc::Long(None)
@@ -445,6 +572,7 @@ impl MetricKind {
     /// first/last keep the value with the earlier (later) time, see the module docs.
     pub fn combine(self, a: &mut Acc, b: &Acc) {
         match (a, b) {
+            (Acc::Sketch(x), Acc::Sketch(y)) => x.merge(y),
             (Acc::Long(x), Acc::Long(y)) => {
                 *x = match (*x, *y) {
                     (None, o) | (o, None) => o,
@@ -503,6 +631,175 @@ pub enum Acc {
     TimedDouble(i64, Option<f64>),
     /// `stringFirst`/`stringLast`: time and value.
     TimedStr(i64, Option<Box<str>>),
+    /// A sketch aggregator's state.
+    Sketch(Box<SketchAcc>),
+}
+
+/// The state of a sketch aggregator (see `dolmen-sketch` for formats and hashing).
+#[derive(Debug, Clone)]
+pub enum SketchAcc {
+    /// `HLLSketchBuild` / `HLLSketchMerge`.
+    Hll(HllAcc),
+    /// `thetaSketch`.
+    Theta(ThetaAcc),
+    /// `quantilesDoublesSketch`.
+    Quantiles(DoublesSketch),
+    /// `hyperUnique`.
+    HyperUnique(HyperLogLogCollector),
+}
+
+impl PartialEq for SketchAcc {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_bytes() == other.to_bytes()
+    }
+}
+
+impl SketchAcc {
+    /// An empty sketch of a sketch `kind`.
+    ///
+    /// # Errors
+    /// A parameter out of range, or `kind` not a sketch kind.
+    pub fn new(kind: MetricKind) -> Result<SketchAcc, SketchError> {
+        Ok(match kind {
+            MetricKind::HllSketch { lg_k, target, .. } => {
+                SketchAcc::Hll(HllAcc::new(lg_k, target)?)
+            }
+            MetricKind::ThetaSketch { size, .. } => SketchAcc::Theta(ThetaAcc::new(size)?),
+            MetricKind::QuantilesSketch { k } => SketchAcc::Quantiles(DoublesSketch::new(k)?),
+            MetricKind::HyperUnique { .. } => SketchAcc::HyperUnique(HyperLogLogCollector::new()),
+            other => {
+                return Err(SketchError::InvalidParameter(format!(
+                    "{other:?} is not a sketch aggregator"
+                )));
+            }
+        })
+    }
+
+    /// Reads a serialized sketch of `kind` (the bytes [`SketchAcc::to_bytes`] writes).
+    ///
+    /// # Errors
+    /// Bytes that are not a sketch of that family.
+    pub fn from_bytes(kind: MetricKind, bytes: &[u8]) -> Result<SketchAcc, SketchError> {
+        let mut acc = SketchAcc::new(kind)?;
+        acc.merge_bytes(bytes)?;
+        Ok(acc)
+    }
+
+    fn merge_bytes(&mut self, bytes: &[u8]) -> Result<(), SketchError> {
+        match self {
+            SketchAcc::Hll(h) => h.merge_bytes(bytes),
+            SketchAcc::Theta(t) => t.merge_bytes(bytes),
+            SketchAcc::Quantiles(q) => {
+                q.merge(&DoublesSketch::deserialize(bytes)?);
+                Ok(())
+            }
+            SketchAcc::HyperUnique(h) => {
+                h.fold(&HyperLogLogCollector::from_bytes(bytes)?);
+                Ok(())
+            }
+        }
+    }
+
+    /// Merges another accumulator of the same kind (a different family is ignored).
+    pub fn merge(&mut self, other: &SketchAcc) {
+        match (self, other) {
+            (SketchAcc::Hll(a), SketchAcc::Hll(b)) => a.merge(b),
+            (SketchAcc::Theta(a), SketchAcc::Theta(b)) => a.merge(b),
+            (SketchAcc::Quantiles(a), SketchAcc::Quantiles(b)) => a.merge(b),
+            (SketchAcc::HyperUnique(a), SketchAcc::HyperUnique(b)) => a.fold(b),
+            _ => {}
+        }
+    }
+
+    /// The serialized sketch as stored in segment and spill files.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            SketchAcc::Hll(h) => h.to_bytes(),
+            SketchAcc::Theta(t) => t.to_bytes(),
+            SketchAcc::Quantiles(q) => q.serialize(),
+            SketchAcc::HyperUnique(h) => h.to_bytes(),
+        }
+    }
+
+    /// Adds one input value. Nulls inside arrays are skipped, array elements are added one by
+    /// one. `HLLSketchMerge`, `isInputThetaSketch` and `isInputHyperUnique` inputs are base64
+    /// serialized sketches; a quantiles input that is not a number is read as one too (Druid's
+    /// `DoublesSketchComplexMetricSerde`). Other values: see `dolmen-sketch` for hashing.
+    ///
+    /// # Errors
+    /// A sketch input that is not base64 of a valid sketch; a quantiles input that is neither
+    /// a number nor a sketch.
+    fn add_json(&mut self, kind: MetricKind, v: &Value) -> Result<(), ConversionError> {
+        let merge = matches!(
+            kind,
+            MetricKind::HllSketch { merge: true, .. }
+                | MetricKind::ThetaSketch { merge: true, .. }
+                | MetricKind::HyperUnique { merge: true }
+        );
+        let merge_b64 = |acc: &mut SketchAcc, s: &str| -> Result<(), ConversionError> {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(s.trim())
+                .map_err(|e| {
+                    ConversionError(format!("cannot decode sketch [{s}] as base64: {e}"))
+                })?;
+            acc.merge_bytes(&bytes)
+                .map_err(|e| ConversionError(format!("cannot read sketch: {e}")))
+        };
+        match v {
+            Value::Null => Ok(()),
+            Value::String(s) if s.trim().is_empty() => Ok(()),
+            Value::Array(items) => items.iter().try_for_each(|i| self.add_json(kind, i)),
+            Value::String(s) if merge => merge_b64(self, s),
+            _ if merge => Err(ConversionError(format!(
+                "expected a base64 serialized sketch, got [{v}]"
+            ))),
+            _ => match self {
+                SketchAcc::Hll(h) => {
+                    let MetricKind::HllSketch { encoding, .. } = kind else {
+                        return Ok(());
+                    };
+                    match v {
+                        Value::Number(n) if n.is_i64() => h.update_i64(n.as_i64().unwrap_or(0)),
+                        Value::Number(n) => h.update_f64(n.as_f64().unwrap_or(f64::NAN)),
+                        Value::String(s) => h.update_str(s, encoding),
+                        other => h.update_str(&other.to_string(), encoding),
+                    }
+                    Ok(())
+                }
+                SketchAcc::Theta(t) => {
+                    match v {
+                        Value::String(s) => t.update_str(s),
+                        other => t.update_str(&other.to_string()),
+                    }
+                    Ok(())
+                }
+                SketchAcc::HyperUnique(h) => {
+                    match v {
+                        Value::String(s) => h.add_str(s),
+                        other => h.add_str(&other.to_string()),
+                    }
+                    Ok(())
+                }
+                SketchAcc::Quantiles(q) => match v {
+                    Value::String(s) => match s.trim().parse::<f64>() {
+                        Ok(d) => {
+                            q.update(d);
+                            Ok(())
+                        }
+                        Err(_) => merge_b64(self, s),
+                    },
+                    other => match json_to_f64(other)? {
+                        Some(d) => {
+                            q.update(d);
+                            Ok(())
+                        }
+                        None => Ok(()),
+                    },
+                },
+            },
+        }
+    }
 }
 
 impl Acc {
@@ -510,7 +807,7 @@ impl Acc {
     pub fn time(&self) -> Option<i64> {
         match self {
             Acc::TimedLong(t, _) | Acc::TimedDouble(t, _) | Acc::TimedStr(t, _) => Some(*t),
-            Acc::Long(_) | Acc::Double(_) => None,
+            Acc::Long(_) | Acc::Double(_) | Acc::Sketch(_) => None,
         }
     }
 }

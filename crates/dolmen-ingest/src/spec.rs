@@ -260,6 +260,120 @@ pub enum MetricSpec {
     StringFirst(StringFirstLastAggregator),
     /// The string value at the latest time.
     StringLast(StringFirstLastAggregator),
+    /// Druid's own HyperLogLog distinct-count sketch (`COMPLEX<hyperUnique>`).
+    HyperUnique(HyperUniqueAggregator),
+    /// An Apache DataSketches HLL sketch of the input values (`COMPLEX<HLLSketch>`).
+    #[serde(rename = "HLLSketchBuild")]
+    HllSketchBuild(HllSketchAggregator),
+    /// An Apache DataSketches HLL sketch merged from input sketches (base64 or bytes).
+    #[serde(rename = "HLLSketchMerge")]
+    HllSketchMerge(HllSketchAggregator),
+    /// An Apache DataSketches theta sketch (`COMPLEX<thetaSketch>`).
+    ThetaSketch(ThetaSketchAggregator),
+    /// An Apache DataSketches classic quantiles sketch of doubles
+    /// (`COMPLEX<quantilesDoublesSketch>`).
+    QuantilesDoublesSketch(QuantilesSketchAggregator),
+}
+
+/// `hyperUnique` (Druid's `docs/querying/aggregations.md#cardinality-hyperunique`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HyperUniqueAggregator {
+    /// Output column.
+    pub name: String,
+    /// Input field.
+    pub field_name: String,
+    /// The input holds serialized collectors (base64) to merge rather than values.
+    #[serde(default)]
+    pub is_input_hyper_unique: bool,
+    /// Query-time rounding of the estimate (kept for round-tripping; not used at ingestion).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<bool>,
+}
+
+/// `HLLSketchBuild` / `HLLSketchMerge` (Druid's
+/// `docs/development/extensions-core/datasketches-hll.md`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HllSketchAggregator {
+    /// Output column.
+    pub name: String,
+    /// Input field.
+    pub field_name: String,
+    /// log2 of the number of buckets, 4..=21 (default 12).
+    #[serde(default = "default_hll_lg_k", rename = "lgK")]
+    pub lg_k: u8,
+    /// `HLL_4` (default), `HLL_6` or `HLL_8`.
+    #[serde(default = "default_hll_type")]
+    pub tgt_hll_type: String,
+    /// `utf16le` (default) or `utf8`: the bytes of a string that are hashed.
+    #[serde(default = "default_hll_encoding")]
+    pub string_encoding: String,
+    /// Query-time option (kept for round-tripping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<bool>,
+    /// Query-time option (kept for round-tripping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub should_finalize: Option<bool>,
+}
+
+fn default_hll_lg_k() -> u8 {
+    12
+}
+fn default_hll_type() -> String {
+    "HLL_4".into()
+}
+fn default_hll_encoding() -> String {
+    "utf16le".into()
+}
+
+/// `thetaSketch` (Druid's `docs/development/extensions-core/datasketches-theta.md`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThetaSketchAggregator {
+    /// Output column.
+    pub name: String,
+    /// Input field.
+    pub field_name: String,
+    /// Nominal entries: a power of 2 (default 16384).
+    #[serde(default = "default_theta_size")]
+    pub size: u32,
+    /// The input holds serialized theta sketches (base64) to merge rather than values.
+    #[serde(default)]
+    pub is_input_theta_sketch: bool,
+    /// Query-time option (kept for round-tripping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub should_finalize: Option<bool>,
+    /// Query-time option (kept for round-tripping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_bounds_std_dev: Option<u8>,
+}
+
+fn default_theta_size() -> u32 {
+    dolmen_sketch::THETA_DEFAULT_SIZE
+}
+
+/// `quantilesDoublesSketch` (Druid's `docs/development/extensions-core/datasketches-quantiles.md`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QuantilesSketchAggregator {
+    /// Output column.
+    pub name: String,
+    /// Input field: numbers, or serialized sketches (base64) to merge.
+    pub field_name: String,
+    /// Accuracy parameter: a power of 2 from 2 to 32768 (default 128).
+    #[serde(default = "default_quantiles_k")]
+    pub k: u16,
+    /// Query-time memory hint (kept for round-tripping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stream_length: Option<u64>,
+    /// Query-time option (kept for round-tripping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub should_finalize: Option<bool>,
+}
+
+fn default_quantiles_k() -> u16 {
+    128
 }
 
 /// The fields of a `count` aggregator.
@@ -345,6 +459,10 @@ impl MetricSpec {
             | MetricSpec::FloatFirst(f)
             | MetricSpec::FloatLast(f) => &f.name,
             MetricSpec::StringFirst(f) | MetricSpec::StringLast(f) => &f.name,
+            MetricSpec::HyperUnique(h) => &h.name,
+            MetricSpec::HllSketchBuild(h) | MetricSpec::HllSketchMerge(h) => &h.name,
+            MetricSpec::ThetaSketch(t) => &t.name,
+            MetricSpec::QuantilesDoublesSketch(q) => &q.name,
             other => other.fields().map_or("", |f| f.name.as_str()),
         }
     }
@@ -361,6 +479,12 @@ impl MetricSpec {
             MetricSpec::StringFirst(f) | MetricSpec::StringLast(f) => {
                 (Some(f.field_name.as_str()), None)
             }
+            MetricSpec::HyperUnique(h) => (Some(h.field_name.as_str()), None),
+            MetricSpec::HllSketchBuild(h) | MetricSpec::HllSketchMerge(h) => {
+                (Some(h.field_name.as_str()), None)
+            }
+            MetricSpec::ThetaSketch(t) => (Some(t.field_name.as_str()), None),
+            MetricSpec::QuantilesDoublesSketch(q) => (Some(q.field_name.as_str()), None),
             other => match other.fields() {
                 Some(f) => (f.field_name.as_deref(), f.expression.as_deref()),
                 None => (None, None),
@@ -419,6 +543,11 @@ impl MetricSpec {
             MetricSpec::FloatLast(_) => "floatLast",
             MetricSpec::StringFirst(_) => "stringFirst",
             MetricSpec::StringLast(_) => "stringLast",
+            MetricSpec::HyperUnique(_) => "hyperUnique",
+            MetricSpec::HllSketchBuild(_) => "HLLSketchBuild",
+            MetricSpec::HllSketchMerge(_) => "HLLSketchMerge",
+            MetricSpec::ThetaSketch(_) => "thetaSketch",
+            MetricSpec::QuantilesDoublesSketch(_) => "quantilesDoublesSketch",
         }
     }
 }
@@ -1014,6 +1143,9 @@ impl IndexTaskSpec {
                     "spec.dataSchema.metricsSpec: metric [{n}] has an empty timeColumn"
                 )));
             }
+            crate::rows::MetricKind::try_of(m).map_err(|e| {
+                IngestError::InvalidSpec(format!("spec.dataSchema.metricsSpec: metric [{n}]: {e}"))
+            })?;
         }
         // The input format's own settings (columns, delimiters, flattenSpec, Avro schema).
         self.spec

@@ -508,7 +508,13 @@ fn build_segments(
             (None, None) => MetricInput::None,
         };
         metric_inputs.push(input);
-        metric_kinds.push((m.name().to_string(), MetricKind::of(m)));
+        let kind = MetricKind::try_of(m).map_err(|e| {
+            IngestError::InvalidSpec(format!(
+                "spec.dataSchema.metricsSpec: metric [{}]: {e}",
+                m.name()
+            ))
+        })?;
+        metric_kinds.push((m.name().to_string(), kind));
     }
     let kinds: Vec<MetricKind> = metric_kinds.iter().map(|(_, k)| *k).collect();
     let g = &ds.granularity_spec;
@@ -519,6 +525,7 @@ fn build_segments(
             rollup: g.rollup,
             segment_granularity: g.segment_granularity.clone(),
             max_rows_in_memory: usize::try_from(tuning.rows_in_memory()).unwrap_or(usize::MAX),
+            max_bytes_in_memory: crate::index::bytes_in_memory_budget(tuning.max_bytes_in_memory),
             max_rows_per_segment: tuning.rows_per_segment(),
             compression: dolmen_segment::file::compression_for(tuning.compression().as_deref()),
             work_dir: work_dir.to_path_buf(),

@@ -28,6 +28,19 @@ pub enum ColumnType {
     Float,
     /// 64-bit float.
     Double,
+    /// An Apache DataSketches HLL sketch (`COMPLEX<HLLSketch>`), stored as its serialized bytes.
+    #[serde(rename = "COMPLEX<HLLSketch>")]
+    HllSketch,
+    /// An Apache DataSketches compact theta sketch (`COMPLEX<thetaSketch>`), serialized bytes.
+    #[serde(rename = "COMPLEX<thetaSketch>")]
+    ThetaSketch,
+    /// An Apache DataSketches classic quantiles doubles sketch
+    /// (`COMPLEX<quantilesDoublesSketch>`), serialized bytes.
+    #[serde(rename = "COMPLEX<quantilesDoublesSketch>")]
+    QuantilesDoublesSketch,
+    /// Druid's `HyperLogLogCollector` (`COMPLEX<hyperUnique>`), serialized bytes.
+    #[serde(rename = "COMPLEX<hyperUnique>")]
+    HyperUnique,
 }
 
 impl ColumnType {
@@ -38,17 +51,31 @@ impl ColumnType {
             ColumnType::Long => DataType::Int64,
             ColumnType::Float => DataType::Float32,
             ColumnType::Double => DataType::Float64,
+            ColumnType::HllSketch
+            | ColumnType::ThetaSketch
+            | ColumnType::QuantilesDoublesSketch
+            | ColumnType::HyperUnique => DataType::Binary,
         }
     }
 
-    /// Druid's runtime type name (`STRING`, `LONG`, `FLOAT`, `DOUBLE`).
+    /// Druid's runtime type name (`STRING`, `LONG`, `FLOAT`, `DOUBLE`, `COMPLEX<HLLSketch>`,
+    /// `COMPLEX<thetaSketch>`, `COMPLEX<quantilesDoublesSketch>`, `COMPLEX<hyperUnique>`).
     pub fn druid_name(self) -> &'static str {
         match self {
             ColumnType::String => "STRING",
             ColumnType::Long => "LONG",
             ColumnType::Float => "FLOAT",
             ColumnType::Double => "DOUBLE",
+            ColumnType::HllSketch => "COMPLEX<HLLSketch>",
+            ColumnType::ThetaSketch => "COMPLEX<thetaSketch>",
+            ColumnType::QuantilesDoublesSketch => "COMPLEX<quantilesDoublesSketch>",
+            ColumnType::HyperUnique => "COMPLEX<hyperUnique>",
         }
+    }
+
+    /// Whether values are serialized sketches (Arrow `Binary`).
+    pub fn is_sketch(self) -> bool {
+        self.arrow_type() == DataType::Binary
     }
 
     /// Maps an Arrow type back to a column type, if it is one segments store (a list of strings,
