@@ -287,11 +287,7 @@ impl Indexer {
         if rows.is_empty() {
             return Ok(());
         }
-        let path = self.next_spill_path()?;
-        let multi = self.multi_flags(dims.len());
-        let schema = spill_schema(dims, &multi, &self.metric_kinds);
-        let file = File::create(&path).map_err(|e| io_error(&path, e))?;
-        let mut w = FileWriter::try_new(file, &schema).map_err(|e| arrow_error(&path, e))?;
+        let (path, multi, schema, mut w) = self.spill_writer(dims)?;
         let layout = Layout {
             dims,
             multi: &multi,
@@ -366,11 +362,7 @@ impl Indexer {
                 .iter()
                 .map(|p| RunReader::open(p, self.metric_kinds.clone()))
                 .collect::<Result<Vec<_>, _>>()?;
-            let path = self.next_spill_path()?;
-            let multi = self.multi_flags(dims.len());
-            let schema = spill_schema(dims, &multi, &self.metric_kinds);
-            let file = File::create(&path).map_err(|e| io_error(&path, e))?;
-            let mut w = FileWriter::try_new(file, &schema).map_err(|e| arrow_error(&path, e))?;
+            let (path, multi, schema, mut w) = self.spill_writer(dims)?;
             let layout = Layout {
                 dims,
                 multi: &multi,
@@ -407,6 +399,21 @@ impl Indexer {
             self.runs.push(path);
         }
         Ok(())
+    }
+
+    /// A new spill file for the current dimensions: its path, per-dimension multi-value
+    /// flags, schema and writer.
+    #[allow(clippy::type_complexity)]
+    fn spill_writer(
+        &mut self,
+        dims: &[DimSlot],
+    ) -> Result<(PathBuf, Vec<bool>, SchemaRef, FileWriter<File>), IngestError> {
+        let path = self.next_spill_path()?;
+        let multi = self.multi_flags(dims.len());
+        let schema = spill_schema(dims, &multi, &self.metric_kinds);
+        let file = File::create(&path).map_err(|e| io_error(&path, e))?;
+        let w = FileWriter::try_new(file, &schema).map_err(|e| arrow_error(&path, e))?;
+        Ok((path, multi, schema, w))
     }
 
     /// A fresh spill file path under the work directory (created if missing).

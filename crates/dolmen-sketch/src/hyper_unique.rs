@@ -518,29 +518,10 @@ mod tests {
     }
 
     fn base64_decode(s: &str) -> Vec<u8> {
-        fn val(c: u8) -> u32 {
-            match c {
-                b'A'..=b'Z' => u32::from(c - b'A'),
-                b'a'..=b'z' => u32::from(c - b'a') + 26,
-                b'0'..=b'9' => u32::from(c - b'0') + 52,
-                b'+' => 62,
-                b'/' => 63,
-                _ => panic!("bad base64 char {c}"),
-            }
-        }
-        let mut out = Vec::new();
-        let mut acc = 0u32;
-        let mut bits = 0;
-        for &c in s.as_bytes().iter().filter(|&&c| c != b'=') {
-            acc = (acc << 6) | val(c);
-            bits += 6;
-            if bits >= 8 {
-                bits -= 8;
-                out.push((acc >> bits) as u8);
-                acc &= (1 << bits) - 1;
-            }
-        }
-        out
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .expect("test vector is base64")
     }
 
     /// Druid test helper `fillBuckets`: adds `offset` to every bucket for each offset in range.
