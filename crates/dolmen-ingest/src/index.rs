@@ -153,12 +153,13 @@ pub fn bytes_in_memory_budget(max_bytes_in_memory: Option<i64>) -> usize {
     }
 }
 
-/// Estimated heap bytes of one in-memory row: the row and its vectors, each dimension value
-/// with its string bytes, and each metric's [`MetricKind::max_heap_bytes`] (sketches at their
-/// largest, as Druid's `getMaxIntermediateSize`), plus a hash-map entry's overhead.
-pub fn row_heap_bytes(row: &Row, kinds: &[MetricKind]) -> usize {
-    let dims: usize = row
-        .dims
+/// Estimated heap bytes of one in-memory row with dimension values `dims`: the row and its
+/// vectors, each dimension value with its string bytes, and each metric's
+/// [`MetricKind::max_heap_bytes`] (sketches at their largest, as Druid's
+/// `getMaxIntermediateSize`), plus a hash-map entry's overhead. Counted once per in-memory row:
+/// rows that roll into an existing one add nothing.
+pub fn row_heap_bytes(dims: &[Val], kinds: &[MetricKind]) -> usize {
+    let dims: usize = dims
         .iter()
         .map(|v| {
             std::mem::size_of::<Val>()
@@ -220,7 +221,6 @@ impl Indexer {
                 self.multi[i] = true;
             }
         }
-        let bytes = row_heap_bytes(&row, &self.metric_kinds);
         if self.config.rollup {
             let key = Key {
                 time: row.time,
@@ -233,12 +233,12 @@ impl Indexer {
                     }
                 }
                 None => {
-                    self.bytes_in_memory += bytes;
+                    self.bytes_in_memory += row_heap_bytes(&key.dims, &self.metric_kinds);
                     self.rolled.insert(key, row.metrics);
                 }
             }
         } else {
-            self.bytes_in_memory += bytes;
+            self.bytes_in_memory += row_heap_bytes(&row.dims, &self.metric_kinds);
             self.plain.push(row);
         }
         if self.in_memory() >= self.config.max_rows_in_memory
