@@ -649,6 +649,21 @@ impl Granularity {
         })
     }
 
+    /// This granularity prepared for flooring many instants (a period's bucketing rules are
+    /// worked out once instead of on every [`Granularity::bucket_start`] call).
+    pub fn prepared(&self) -> PreparedGranularity {
+        let period = match self {
+            Granularity::Period {
+                period, tz, origin, ..
+            } => crate::period::PeriodBucketer::new(*period, *origin, *tz).ok(),
+            _ => None,
+        };
+        PreparedGranularity {
+            granularity: self.clone(),
+            period,
+        }
+    }
+
     /// Start of the bucket containing `ms`.
     pub fn bucket_start(&self, ms: i64) -> i64 {
         match self {
@@ -830,6 +845,24 @@ pub fn to_datetime(ms: i64) -> Option<DateTime<Utc>> {
     Utc.timestamp_millis_opt(ms).single()
 }
 
+/// A [`Granularity`] with its period bucketing worked out once, for flooring many instants
+/// (ingestion's per-row `queryGranularity` and time-chunk bucketing).
+#[derive(Debug, Clone)]
+pub struct PreparedGranularity {
+    granularity: Granularity,
+    period: Option<crate::period::PeriodBucketer>,
+}
+
+impl PreparedGranularity {
+    /// Start of the bucket containing `ms`; the same answer as [`Granularity::bucket_start`].
+    pub fn bucket_start(&self, ms: i64) -> i64 {
+        match &self.period {
+            Some(b) => b.floor(ms).unwrap_or(ms),
+            None => self.granularity.bucket_start(ms),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -925,6 +958,33 @@ mod tests {
             "2015-09-12T07:00:00.000Z"
         );
         assert_eq!(day.to_json(), serde_json::json!("DAY"));
+        // The prepared form floors exactly as `bucket_start`, including zones and durations.
+        let fifteen = Granularity::from_json(
+            &serde_json::json!({"type":"duration","duration":900000,"origin":"2015-01-01T00:07:00Z"}),
+        )
+        .unwrap();
+        for g in [
+            &day,
+            &hour,
+            &month,
+            &week,
+            &year,
+            &la,
+            &fifteen,
+            &Granularity::None,
+        ] {
+            let p = g.prepared();
+            for ms in [
+                t,
+                0,
+                -1,
+                t - 86_400_000 * 400,
+                1_446_336_000_000,
+                4_102_444_800_000,
+            ] {
+                assert_eq!(p.bucket_start(ms), g.bucket_start(ms), "{g:?} at {ms}");
+            }
+        }
     }
 
     #[test]
