@@ -14,6 +14,7 @@ pub mod expr;
 pub mod filter;
 pub mod index;
 pub mod input;
+mod memory_pool;
 pub mod partition;
 pub mod rows;
 pub mod spec;

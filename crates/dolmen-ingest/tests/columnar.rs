@@ -581,3 +581,87 @@ async fn partitioning_rules_are_validated() {
     let err = IndexTaskSpec::from_json(&s).unwrap_err().to_string();
     assert!(err.contains("appending"), "{err}");
 }
+
+/// An input whose sort does not fit `maxBytesInMemory` (600,000 rows in random time order over
+/// 20 days against the 64 MiB floor; the sort holds about 120 MB) spills, and stays on the
+/// columnar path: time chunks hash unevenly to the sort partitions, and a partition that starts
+/// late must still get memory (a fallback to the row path would fail `columnar`). Every row
+/// arrives in the right day, each segment sorted by `__time`.
+#[tokio::test]
+async fn a_sort_larger_than_memory_spills_and_stays_columnar() {
+    let env = Env::new().await;
+    const ROWS: u64 = 600_000;
+    const DAY: i64 = 86_400_000;
+    let start = 1_704_067_200_000i64; // 2024-01-01
+    let mut csv = String::from("ts,page,country,num,ratio,f,added\n");
+    let mut expected: BTreeMap<i64, (u64, i64)> = BTreeMap::new();
+    let mut x: u64 = 42;
+    for i in 0..ROWS {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let t = start + ((x >> 20) % (20 * DAY as u64)) as i64;
+        let added = (i % 1000) as i64;
+        let e = expected.entry(t - t.rem_euclid(DAY)).or_default();
+        e.0 += 1;
+        e.1 += added;
+        csv.push_str(&format!(
+            "{t},page-{},c{},{},0.5,1.5,{added}\n",
+            x % 50_000,
+            i % 20,
+            i % 7
+        ));
+    }
+    let base = env.write("big.csv", csv.as_bytes());
+    let s = spec(
+        &base,
+        "big.csv",
+        json!({"type": "csv", "findColumnsFromHeader": true}),
+        json!({"spec": {"tuningConfig": {"maxBytesInMemory": 64 << 20}}}),
+    );
+    let (segs, stats) = env.run_task(&s, true).await.expect("task");
+    assert!(
+        stats.columnar.load(Ordering::Relaxed),
+        "fell back to the row path"
+    );
+    assert_eq!(stats.processed.load(Ordering::Relaxed), ROWS);
+    let mut got: BTreeMap<i64, (u64, i64)> = BTreeMap::new();
+    for seg in &segs {
+        let LoadSpec::Local { path } = &seg.load_spec;
+        let file = std::fs::File::open(path).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut last = i64::MIN;
+        for batch in reader {
+            let batch = batch.unwrap();
+            let time = arrow::compute::cast(
+                batch.column_by_name("__time").unwrap(),
+                &arrow::datatypes::DataType::Int64,
+            )
+            .unwrap();
+            let time = time
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .unwrap();
+            let added = batch
+                .column_by_name("added")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .unwrap();
+            for (t, a) in time.values().iter().zip(added.values()) {
+                assert!(*t >= last, "segment {} is not sorted by __time", seg.id());
+                last = *t;
+                assert_eq!(
+                    t - t.rem_euclid(DAY),
+                    seg.interval.start,
+                    "row in the wrong day"
+                );
+                let e = got.entry(seg.interval.start).or_default();
+                e.0 += 1;
+                e.1 += a;
+            }
+        }
+    }
+    assert_eq!(got, expected);
+}
