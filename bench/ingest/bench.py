@@ -56,6 +56,7 @@ def generate(data_dir: str, rows: int) -> None:
             os.remove(path)
     t = time.time()
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     con.execute("SELECT setseed(0.42)")
     con.execute(f"""
         CREATE TABLE events AS SELECT
@@ -150,6 +151,7 @@ def dolmen_load(base: str, ds: str, body: dict, rows: int) -> float:
 def duck_load(fmt: str, path: str, rows: int) -> float:
     db = tempfile.mktemp(suffix=".duckdb")
     con = duckdb.connect(db)
+    con.execute("SET enable_progress_bar = false")
     t0 = time.time()
     con.execute(f"CREATE TABLE t AS SELECT * FROM {DUCK_READERS[fmt].format(path=path)}")
     dt = time.time() - t0
