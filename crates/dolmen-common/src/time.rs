@@ -160,6 +160,41 @@ pub fn parse_time_zone(s: &str) -> Result<Zone, TimeError> {
 /// # Errors
 /// A [`TimeError`] naming the text when it is not such an instant.
 pub fn parse_iso_instant(s: &str) -> Result<i64, TimeError> {
+    match parse_canonical_utc(s.as_bytes()) {
+        Some(ms) => Ok(ms),
+        None => parse_iso_instant_general(s),
+    }
+}
+
+/// The common shape `yyyy-MM-ddTHH:mm:ss[.SSS]Z` read straight from the bytes (ingestion parses
+/// one per row); `None` for anything else, which the general parser then handles (or rejects).
+fn parse_canonical_utc(b: &[u8]) -> Option<i64> {
+    let millis_digits = match b.len() {
+        20 => false,
+        24 if b[19] == b'.' => true,
+        _ => return None,
+    };
+    if b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || !matches!(b[b.len() - 1], b'Z' | b'z')
+    {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<u32> {
+        b[from..to].iter().try_fold(0u32, |acc, c| {
+            c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
+        })
+    };
+    let date = NaiveDate::from_ymd_opt(num(0, 4)? as i32, num(5, 7)?, num(8, 10)?)?;
+    let milli = if millis_digits { num(20, 23)? } else { 0 };
+    let time = NaiveTime::from_hms_milli_opt(num(11, 13)?, num(14, 16)?, num(17, 19)?, milli)?;
+    Some(NaiveDateTime::new(date, time).and_utc().timestamp_millis())
+}
+
+fn parse_iso_instant_general(s: &str) -> Result<i64, TimeError> {
     let bad = || TimeError(format!("invalid ISO 8601 timestamp [{s}]"));
     let t = s.trim();
     if t.is_empty() {
@@ -916,6 +951,37 @@ mod tests {
             31 * 3_600_000
         );
         assert!(Interval::parse_in_zone("2015-09-12_2015-09-13", &la).is_err());
+    }
+
+    #[test]
+    fn canonical_fast_path_agrees_with_the_general_parser() {
+        for s in [
+            "2015-09-12T00:46:58.771Z",
+            "2015-09-12T00:46:58Z",
+            "2016-02-29T23:59:59.999z",
+            "1969-12-31T23:59:59.999Z",
+            "0001-01-01T00:00:00.000Z",
+            "9999-12-31T23:59:59.999Z",
+            // Not canonical or not valid: both paths must give the same answer.
+            "2015-02-29T00:00:00Z",
+            "2015-09-12T24:00:00Z",
+            "2015-09-12T23:60:00Z",
+            "2015-09-12T23:59:60.000Z",
+            "2015-13-12T00:00:00Z",
+            "2015-09-12 00:46:58.771Z",
+            "2015-09-12T00:46:58.77Z",
+            "2015-09-12T00:46:58,771Z",
+            "2015-09-1xT00:46:58.771Z",
+            "+015-09-12T00:46:58.771Z",
+        ] {
+            let general = parse_iso_instant_general(s).ok();
+            assert_eq!(parse_iso_instant(s).ok(), general, "{s}");
+            if let Some(fast) = parse_canonical_utc(s.as_bytes()) {
+                assert_eq!(Some(fast), general, "{s}");
+            }
+        }
+        assert!(parse_canonical_utc(b"2015-09-12T00:46:58.771Z").is_some());
+        assert!(parse_canonical_utc(b"2015-09-12T00:46:58Z").is_some());
     }
 
     #[test]
