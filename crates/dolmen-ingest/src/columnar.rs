@@ -16,7 +16,7 @@
 //!   -> project  chunk, __time, dims..., metric inputs   (UDFs; rows outside intervals -> null)
 //!   -> filter   __time IS NOT NULL
 //!   -> [aggregate GROUP BY chunk, __time, dims  (rollup)]
-//!   -> repartition hash(chunk) into 8 streams per core (at most 32; see `sort_partitions`)
+//!   -> repartition hash(chunk) into 8 streams per core (fewer on a small memory budget)
 //!   -> sort per stream by __time[, dims]          (spills to the task's work dir)
 //!   -> per stream: cut at chunk changes and maxRowsPerSegment, write Parquet segment files
 //! ```

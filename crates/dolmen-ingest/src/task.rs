@@ -586,6 +586,7 @@ fn build_segments(
     // chunks ahead of the indexing below, so the two overlap on separate cores.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Feed>(FEED_DEPTH);
     let format = &io.input_format;
+    let query_granularity = g.query_granularity.prepared();
     let reader_span = tracing::Span::current();
     std::thread::scope(|scope| -> Result<(), IngestError> {
         scope.spawn(move || reader_span.in_scope(|| read_entities(&entities, format, &tx)));
@@ -701,7 +702,7 @@ fn build_segments(
                         }
                     }
                 }
-                let time = g.query_granularity.bucket_start(ts);
+                let time = query_granularity.bucket_start(ts);
                 if !conversion_errors.is_empty() {
                     stats.processed_with_error.fetch_add(1, Ordering::Relaxed);
                     record_parse_error(
