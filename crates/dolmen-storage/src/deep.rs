@@ -44,12 +44,29 @@ impl DeepStorage {
         &self.local_root
     }
 
-    /// Uploads a local file to `key` (a relative `/`-separated path) and returns its load spec.
+    /// Stores a finished local file at `key` (a relative `/`-separated path) and returns its
+    /// load spec. The file must not change afterwards (segment files never do).
+    ///
+    /// Local deep storage on the same filesystem as `local_file` takes a hard link (linked
+    /// under a temporary name, renamed into place, directory synced): no bytes are copied, so
+    /// publishing a 10M-row ingestion's 30 segments takes milliseconds instead of a 300 MB copy.
+    /// Otherwise (another filesystem, or linking refused) the bytes are uploaded through
+    /// `object_store` in parts.
     ///
     /// # Errors
     /// On an invalid key or I/O failure; a failed upload is aborted and leaves no object.
     pub async fn push(&self, local_file: &Path, key: &str) -> Result<LoadSpec, StorageError> {
         let path = object_path(key)?;
+        let load_spec = LoadSpec::Local {
+            path: self.local_root.join(key).display().to_string(),
+        };
+        let (src, dest) = (local_file.to_path_buf(), self.local_root.join(key));
+        let linked = tokio::task::spawn_blocking(move || link_into_place(&src, &dest))
+            .await
+            .unwrap_or(false);
+        if linked {
+            return Ok(load_spec);
+        }
         let mut file = tokio::fs::File::open(local_file)
             .await
             .map_err(io_err(local_file))?;
@@ -70,9 +87,7 @@ impl DeepStorage {
             writer.write(&buf[..n]);
         }
         writer.finish().await?;
-        Ok(LoadSpec::Local {
-            path: self.local_root.join(key).display().to_string(),
-        })
+        Ok(load_spec)
     }
 
     /// Copies the object behind `load_spec` to `dest` (written to a temporary name and renamed).
@@ -122,6 +137,29 @@ impl DeepStorage {
     }
 }
 
+/// Hard-links `src` to `dest` atomically: link to a temporary name beside `dest`, rename over
+/// any earlier object, then sync the directory so the new entry survives a crash. `false` when
+/// linking is not possible (other filesystem, no permission, ...): the caller copies instead,
+/// and no temporary name is left behind.
+fn link_into_place(src: &Path, dest: &Path) -> bool {
+    let Some(dir) = dest.parent() else {
+        return false;
+    };
+    if std::fs::create_dir_all(dir).is_err() {
+        return false;
+    }
+    let tmp = dest.with_extension("link");
+    let _ = std::fs::remove_file(&tmp);
+    if std::fs::hard_link(src, &tmp).is_err() {
+        return false;
+    }
+    if std::fs::rename(&tmp, dest).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return false;
+    }
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).is_ok()
+}
+
 /// Validates a relative key: no empty, `.` or `..` segments, no absolute paths.
 fn object_path(key: &str) -> Result<ObjectPath, StorageError> {
     if key.starts_with('/')
@@ -152,5 +190,57 @@ mod tests {
         deep.delete(&spec).await.unwrap();
         assert!(deep.push(&src, "../escape").await.is_err());
         assert!(deep.push(&src, "a//b").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn push_on_the_same_filesystem_links_and_replaces() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let deep = DeepStorage::local(&dir.path().join("deep")).unwrap();
+        let src = dir.path().join("a.bin");
+        std::fs::write(&src, b"first").unwrap();
+        let spec = deep.push(&src, "ds/i/t/0/index.parquet").await.unwrap();
+        let LoadSpec::Local { path } = &spec;
+        assert_eq!(
+            std::fs::metadata(path).unwrap().ino(),
+            std::fs::metadata(&src).unwrap().ino(),
+            "pushed by hard link"
+        );
+        // A second push to the same key replaces the object; no temporary name is left.
+        let other = dir.path().join("b.bin");
+        std::fs::write(&other, b"second").unwrap();
+        deep.push(&other, "ds/i/t/0/index.parquet").await.unwrap();
+        assert_eq!(std::fs::read(path).unwrap(), b"second");
+        let names: Vec<_> = std::fs::read_dir(Path::new(path).parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("index.parquet")]);
+        // The task's work file can go; deep storage keeps the segment.
+        std::fs::remove_file(&src).unwrap();
+        std::fs::remove_file(&other).unwrap();
+        assert_eq!(std::fs::read(path).unwrap(), b"second");
+    }
+
+    #[tokio::test]
+    async fn push_from_another_filesystem_copies() {
+        use std::os::unix::fs::MetadataExt;
+        // /dev/shm is a tmpfs on Linux: a hard link from it into a disk directory fails.
+        let Ok(shm) = tempfile::tempdir_in("/dev/shm") else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        if std::fs::metadata(shm.path()).unwrap().dev()
+            == std::fs::metadata(dir.path()).unwrap().dev()
+        {
+            return;
+        }
+        let deep = DeepStorage::local(&dir.path().join("deep")).unwrap();
+        let src = shm.path().join("seg.bin");
+        std::fs::write(&src, vec![3u8; 9 * 1024 * 1024 + 1]).unwrap();
+        let spec = deep.push(&src, "ds/i/t/0/index.parquet").await.unwrap();
+        let LoadSpec::Local { path } = &spec;
+        drop(shm);
+        assert_eq!(std::fs::read(path).unwrap(), vec![3u8; 9 * 1024 * 1024 + 1]);
     }
 }
