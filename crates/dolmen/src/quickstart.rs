@@ -135,10 +135,19 @@ pub async fn sample_answer(url: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// The ready-to-paste curl command for the sample query.
+/// The ready-to-paste curl command for the sample query (POSIX shell quoting: the query's own
+/// single quotes, as in `TIMESTAMP '2015-09-12 00:00:00'`, survive the paste).
 pub fn curl_command(url: &str) -> String {
     let body = json!({ "query": SAMPLE_QUERY }).to_string();
-    format!("curl -s -X POST -H 'Content-Type: application/json' {url}/service/v2/sql -d '{body}'")
+    format!(
+        "curl -s -X POST -H 'Content-Type: application/json' {url}/service/v2/sql -d {}",
+        shell_quote(&body)
+    )
+}
+
+/// `s` as one single-quoted POSIX shell word.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// Prints the answer of the sample query as a small table.
@@ -152,6 +161,29 @@ pub fn print_answer(body: &str) {
             "  {:<60} {:>6}",
             r["page"].as_str().unwrap_or(""),
             r["Edits"].as_i64().unwrap_or(0)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_curl_command_sends_the_sample_query_unchanged() {
+        let cmd = curl_command("http://127.0.0.1:8888");
+        // What the shell passes to curl's -d: everything after it, as the shell reads it.
+        let arg = cmd.split_once(" -d ").unwrap().1;
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s' {arg}"))
+            .output()
+            .unwrap();
+        let sent: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(sent["query"], SAMPLE_QUERY);
+        assert!(
+            SAMPLE_QUERY.contains('\''),
+            "the test covers embedded quotes"
         );
     }
 }
