@@ -13,13 +13,16 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use dolmen_common::time::{parse_iso_instant, parse_time_zone};
 use dolmen_common::zone::Zone;
 use dolmen_storage::{SegmentCache, SegmentView};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+use crate::request::RequestSql;
 
 use crate::table::DruidCatalog;
 use crate::writer::ResultFormat;
@@ -89,6 +92,9 @@ pub enum QueryError {
     /// The query was cancelled.
     #[error("{0}")]
     Cancelled(String),
+    /// The query ran past its context `timeout`.
+    #[error("{0}")]
+    Timeout(String),
     /// The query failed while running.
     #[error("{0}")]
     Execution(String),
@@ -102,6 +108,7 @@ impl QueryError {
             QueryError::Plan(_) | QueryError::InvalidInput(_) => "Plan validation failed",
             QueryError::ResourceLimit(_) => "Resource limit exceeded",
             QueryError::Cancelled(_) => "Query cancelled",
+            QueryError::Timeout(_) => "Query timeout",
             QueryError::Execution(_) => "Unknown exception",
         }
     }
@@ -115,17 +122,20 @@ impl QueryError {
             }
             QueryError::ResourceLimit(_) => "org.apache.druid.query.ResourceLimitExceededException",
             QueryError::Cancelled(_) => "org.apache.druid.query.QueryInterruptedException",
+            QueryError::Timeout(_) => "org.apache.druid.query.QueryTimeoutException",
             QueryError::Execution(_) => "java.lang.RuntimeException",
         }
     }
 
-    /// HTTP status: 400 for the client's mistakes, 500 otherwise.
+    /// HTTP status: 400 for the client's mistakes, 504 for a timeout (the TIMEOUT category),
+    /// 500 otherwise.
     pub fn http_status(&self) -> u16 {
         match self {
             QueryError::Parse(_)
             | QueryError::Plan(_)
             | QueryError::InvalidInput(_)
             | QueryError::ResourceLimit(_) => 400,
+            QueryError::Timeout(_) => 504,
             QueryError::Cancelled(_) | QueryError::Execution(_) => 500,
         }
     }
@@ -162,6 +172,40 @@ fn druid_message(m: &str) -> String {
         return format!("Object '{name}' not found");
     }
     m
+}
+
+/// A request read and checked but not planned: the SQL split into its `SET` statements and
+/// query, the effective context (request `context` with `SET` values over it), and the
+/// context values the server acts on.
+#[derive(Debug)]
+pub struct PreparedQuery {
+    sql: RequestSql,
+    parameters: Vec<SqlParameter>,
+    /// The effective query context.
+    pub context: Map<String, Value>,
+    /// `sqlQueryId`, or a generated UUID.
+    pub query_id: String,
+    /// `timeout` (ms): the query fails with "Query timeout" (504) when it runs longer.
+    pub timeout: Option<Duration>,
+    /// `sqlTimeZone` (UTC by default).
+    pub time_zone: Zone,
+    /// `sqlOuterLimit`: at most this many result rows.
+    pub outer_limit: Option<usize>,
+}
+
+/// A context value that must be a non-negative integer (a JSON number or numeric string).
+fn context_count(ctx: &Map<String, Value>, key: &str) -> Result<Option<u64>, QueryError> {
+    let bad = |v: &Value| {
+        QueryError::InvalidInput(format!(
+            "context.{key}: [{v}] is not a non-negative integer"
+        ))
+    };
+    match ctx.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v @ Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| bad(v)),
+        Some(v @ Value::String(s)) => s.trim().parse().map(Some).map_err(|_| bad(v)),
+        Some(v) => Err(bad(v)),
+    }
 }
 
 /// Plans and runs Druid SQL.
@@ -220,49 +264,114 @@ impl QueryEngine {
         SessionContext::new_with_state(self.ctx.state())
     }
 
-    /// Plans a query (parse, Druid rewrites, validation, parameter binding).
+    /// Reads a request without planning it: splits off the `SET` statements, renumbers `?`
+    /// parameters, and checks the context values Dolmen acts on (`sqlQueryId`, `sqlTimeZone`,
+    /// `timeout` ms, `sqlOuterLimit`, `priority`); other context keys are accepted as they are.
     ///
     /// # Errors
-    /// [`QueryError::Parse`] / [`QueryError::Plan`] / [`QueryError::InvalidInput`].
-    pub async fn plan(
-        &self,
-        q: &SqlQuery,
-        time_zone: Zone,
-    ) -> Result<(SessionContext, LogicalPlan), QueryError> {
+    /// [`QueryError::InvalidInput`] for an empty query or a bad context value (naming the key),
+    /// [`QueryError::Parse`] / [`QueryError::Plan`] for SQL that does not parse or misplaced
+    /// `SET` statements.
+    pub fn prepare(&self, q: &SqlQuery) -> Result<PreparedQuery, QueryError> {
         if q.query.trim().is_empty() {
             return Err(QueryError::InvalidInput("Empty query".into()));
         }
-        let ctx = self.session();
-        let opts = crate::rewrite::RewriteOptions::with_time_zone(time_zone);
-        let df = crate::rewrite::plan_sql_with(&ctx, &q.query, &opts, crate::rewrite::read_only())
-            .await
+        let sql = crate::request::parse_request_sql(&self.ctx.state(), &q.query)
             .map_err(|e| QueryError::from_datafusion(e, true))?;
-        let df = match &q.parameters {
-            Some(params) if !params.is_empty() => {
-                let values = params
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| parameter_value(i, p))
-                    .collect::<Result<Vec<_>, _>>()?;
-                df.with_param_values(values)
-                    .map_err(|e| QueryError::from_datafusion(e, true))?
-            }
-            _ => df,
+        let context = sql.effective_context(q.context.as_ref());
+        let text = |key: &str| {
+            context.get(key).and_then(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Null => None,
+                other => Some(other.to_string()),
+            })
         };
-        Ok((ctx, df.logical_plan().clone()))
-    }
-
-    /// Plans and starts a query; rows arrive on the returned stream.
-    ///
-    /// # Errors
-    /// Planning errors, and errors starting execution.
-    pub async fn execute(&self, q: &SqlQuery) -> Result<QueryResult, QueryError> {
-        let time_zone = match q.context_str("sqlTimeZone") {
+        let time_zone = match text("sqlTimeZone") {
             Some(tz) => parse_time_zone(&tz)
                 .map_err(|e| QueryError::InvalidInput(format!("context.sqlTimeZone: {e}")))?,
             None => Zone::Utc,
         };
-        let (ctx, plan) = self.plan(q, time_zone).await?;
+        let timeout = context_count(&context, "timeout")?.map(Duration::from_millis);
+        let outer_limit = context_count(&context, "sqlOuterLimit")?
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        if let Some(p) = context.get("priority")
+            && !p.is_null()
+            && p.as_i64().is_none()
+            && p.as_str().is_none_or(|s| s.trim().parse::<i64>().is_err())
+        {
+            return Err(QueryError::InvalidInput(format!(
+                "context.priority: [{p}] is not an integer"
+            )));
+        }
+        let query_id = text("sqlQueryId").unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        Ok(PreparedQuery {
+            sql,
+            parameters: q.parameters.clone().unwrap_or_default(),
+            context,
+            query_id,
+            timeout,
+            time_zone,
+            outer_limit,
+        })
+    }
+
+    /// Plans a prepared query (Druid rewrites, validation, parameter binding, `sqlOuterLimit`).
+    ///
+    /// # Errors
+    /// [`QueryError::Parse`] / [`QueryError::Plan`] / [`QueryError::InvalidInput`] (a `?`
+    /// without a value, a parameter of the wrong type).
+    pub async fn plan(
+        &self,
+        p: &PreparedQuery,
+    ) -> Result<(SessionContext, LogicalPlan), QueryError> {
+        let ctx = self.session();
+        let state = ctx.state();
+        let mut statement = p.sql.statement.clone();
+        if let datafusion::sql::parser::Statement::Statement(s) = &mut statement {
+            crate::naming::name_unaliased_expressions(s);
+        }
+        let opts = crate::rewrite::RewriteOptions::with_time_zone(p.time_zone);
+        let plan_err = |e| QueryError::from_datafusion(e, true);
+        crate::rewrite::rewrite_df_statement(&mut statement, &opts).map_err(plan_err)?;
+        let plan = state.statement_to_plan(statement).await.map_err(plan_err)?;
+        crate::rewrite::read_only()
+            .verify_plan(&plan)
+            .map_err(plan_err)?;
+        if p.sql.parameter_count > p.parameters.len() {
+            return Err(QueryError::InvalidInput(format!(
+                "Parameter at position [{}] is not bound",
+                p.parameters.len()
+            )));
+        }
+        let plan = if p.parameters.is_empty() {
+            plan
+        } else {
+            let values = p
+                .parameters
+                .iter()
+                .enumerate()
+                .map(|(i, v)| parameter_value(i, v))
+                .collect::<Result<Vec<_>, _>>()?;
+            plan.with_param_values(values).map_err(plan_err)?
+        };
+        let plan = match (p.outer_limit, &plan) {
+            (Some(_), LogicalPlan::Explain(_) | LogicalPlan::DescribeTable(_)) => plan,
+            (Some(n), _) => LogicalPlanBuilder::from(plan)
+                .limit(0, Some(n))
+                .and_then(LogicalPlanBuilder::build)
+                .map_err(plan_err)?,
+            (None, _) => plan,
+        };
+        Ok((ctx, plan))
+    }
+
+    /// Plans and starts a prepared query; rows arrive on the returned stream.
+    ///
+    /// # Errors
+    /// Planning errors, and errors starting execution.
+    pub async fn execute_prepared(&self, p: &PreparedQuery) -> Result<QueryResult, QueryError> {
+        let time_zone = p.time_zone;
+        let (ctx, plan) = self.plan(p).await?;
         let df = ctx
             .execute_logical_plan(plan)
             .await
@@ -277,6 +386,15 @@ impl QueryEngine {
             stream,
             time_zone,
         })
+    }
+
+    /// [`QueryEngine::prepare`] then [`QueryEngine::execute_prepared`] (no timeout applied).
+    ///
+    /// # Errors
+    /// As those two.
+    pub async fn execute(&self, q: &SqlQuery) -> Result<QueryResult, QueryError> {
+        let p = self.prepare(q)?;
+        self.execute_prepared(&p).await
     }
 }
 

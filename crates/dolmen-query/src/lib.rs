@@ -7,14 +7,16 @@
 //! - [`functions`]: Druid SQL functions as DataFusion UDFs (`TIME_FLOOR`, `TIME_IN_INTERVAL`, ...).
 //! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).
 //! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
+//! - [`request`]: a request's SQL text: leading `SET` statements, `?` parameters.
 //! - [`writer`]: Druid's result formats with exact bytes.
 
 pub mod engine;
 pub mod functions;
 pub mod naming;
+pub mod request;
 pub mod rewrite;
 pub mod table;
 pub mod writer;
 
-pub use engine::{QueryEngine, QueryError, QueryResult, SqlParameter, SqlQuery};
+pub use engine::{PreparedQuery, QueryEngine, QueryError, QueryResult, SqlParameter, SqlQuery};
 pub use writer::{ResultFormat, ResultWriter};

@@ -69,8 +69,15 @@ impl IntoResponse for SqlError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.error.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if status.is_server_error() {
-            tracing::error!(error = %self.error, "sql query failed");
+        match self.error {
+            // The client's or operator's doing, not a server failure.
+            QueryError::Cancelled(_) | QueryError::Timeout(_) => {
+                tracing::info!(error = %self.error, "sql query stopped");
+            }
+            _ if status.is_server_error() => {
+                tracing::error!(error = %self.error, "sql query failed")
+            }
+            _ => {}
         }
         let body = json!({
             "error": self.error.error_code(),

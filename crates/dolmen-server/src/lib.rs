@@ -55,6 +55,8 @@ pub struct AppState {
     pub host: String,
     /// Advertised port.
     pub port: u16,
+    /// Synchronous SQL queries now running, for `DELETE /v2/sql/{sqlQueryId}`.
+    pub queries: Arc<sql::RunningQueries>,
 }
 
 impl AppState {
@@ -68,6 +70,7 @@ impl AppState {
 fn api_routes() -> Router<Arc<AppState>> {
     Router::new()
         .route(paths::SQL, post(sql::post_sql))
+        .route(paths::SQL_QUERY, axum::routing::delete(sql::cancel_sql))
         .route(paths::TASK_SUBMIT, post(tasks::submit))
         .route(paths::TASK, get(tasks::get_task))
         .route(paths::TASK_STATUS, get(tasks::get_status))

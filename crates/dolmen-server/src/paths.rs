@@ -15,6 +15,8 @@ pub const STATUS_SELF_DISCOVERED: &str = "/status/selfDiscovered";
 
 /// `POST /v2/sql`.
 pub const SQL: &str = "/v2/sql";
+/// `DELETE`: cancel the synchronous queries with this `sqlQueryId`.
+pub const SQL_QUERY: &str = "/v2/sql/{id}";
 
 /// `POST /indexer/v1/task`.
 pub const TASK_SUBMIT: &str = "/indexer/v1/task";

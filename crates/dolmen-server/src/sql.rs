@@ -9,16 +9,24 @@
 //! error at planning or at the start of execution is a proper JSON error; an error after
 //! streaming began aborts the connection, leaving a body without its final newline
 //! (the spec's truncation rule).
+//!
+//! Every running query is registered under its `sqlQueryId` ([`RunningQueries`]);
+//! `DELETE /v2/sql/{sqlQueryId}` cancels all of them (ids need not be unique): their execution
+//! is dropped at once, which stops DataFusion's work, and their clients get "Query cancelled"
+//! (or a truncated body when streaming had begun). The context `timeout` (ms) ends a query the
+//! same way with "Query timeout" (504).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use dolmen_query::writer::{ResultWriter, column_infos};
-use dolmen_query::{QueryError, SqlQuery};
+use dolmen_query::{PreparedQuery, QueryError, SqlQuery};
 use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
 use crate::error::SqlError;
@@ -42,6 +50,85 @@ impl From<QueryError> for RequestError {
             status: StatusCode::BAD_REQUEST,
             error,
         }
+    }
+}
+
+/// The synchronous queries now running, by `sqlQueryId`.
+#[derive(Debug, Default)]
+pub struct RunningQueries {
+    next: std::sync::atomic::AtomicU64,
+    by_id: Mutex<HashMap<String, Vec<(u64, CancellationToken)>>>,
+}
+
+impl RunningQueries {
+    /// Registers a query; it stays registered until the returned guard is dropped.
+    fn register(self: &Arc<Self>, id: &str) -> (CancellationToken, Registration) {
+        let token = CancellationToken::new();
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.by_id
+            .lock()
+            .expect("running queries lock")
+            .entry(id.to_string())
+            .or_default()
+            .push((n, token.clone()));
+        (
+            token,
+            Registration {
+                queries: Arc::clone(self),
+                id: id.to_string(),
+                n,
+            },
+        )
+    }
+
+    /// Cancels every running query with `id`; how many there were.
+    pub fn cancel(&self, id: &str) -> usize {
+        let map = self.by_id.lock().expect("running queries lock");
+        let Some(list) = map.get(id) else { return 0 };
+        for (_, t) in list {
+            t.cancel();
+        }
+        list.len()
+    }
+}
+
+/// Removes a query from [`RunningQueries`] when dropped.
+#[derive(Debug)]
+struct Registration {
+    queries: Arc<RunningQueries>,
+    id: String,
+    n: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut map = self.queries.by_id.lock().expect("running queries lock");
+        if let Some(list) = map.get_mut(&self.id) {
+            list.retain(|(n, _)| *n != self.n);
+            if list.is_empty() {
+                map.remove(&self.id);
+            }
+        }
+    }
+}
+
+/// `DELETE /v2/sql/{sqlQueryId}`: 202 with an empty body when queries with that id were
+/// running (all are cancelled), 404 when none is (unknown id, or already finished).
+pub(crate) async fn cancel_sql(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Response {
+    if state.queries.cancel(&id) > 0 {
+        tracing::info!(sql_query_id = %id, "sql query cancelled");
+        StatusCode::ACCEPTED.into_response()
+    } else {
+        let mut r = axum::Json(serde_json::json!({
+            "error": "Query not found",
+            "errorMessage": format!("No running query has sqlQueryId [{id}]"),
+        }))
+        .into_response();
+        *r.status_mut() = StatusCode::NOT_FOUND;
+        r
     }
 }
 
@@ -139,14 +226,24 @@ pub(crate) async fn post_sql(
             return r;
         }
     };
-    let query_id = q
-        .context_str("sqlQueryId")
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let prepared = match state.engine.prepare(&q) {
+        Ok(p) => p,
+        Err(error) => {
+            let id = q
+                .context_str("sqlQueryId")
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            return with_query_id(SqlError { error, host }.into_response(), &id);
+        }
+    };
+    let query_id = prepared.query_id.clone();
     let format = q.result_format.unwrap_or_default();
     let header = q.header;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, QueryError>>(4);
     let engine = Arc::clone(&state.engine);
-    state.query_runtime.spawn(run_query(engine, q, tx));
+    let (cancel, registration) = state.queries.register(&query_id);
+    state
+        .query_runtime
+        .spawn(supervise(engine, q, prepared, tx, cancel, registration));
     // The first message decides the status: an error before any byte is a JSON error.
     let first = match rx.recv().await {
         Some(Ok(b)) => b,
@@ -180,15 +277,46 @@ pub(crate) async fn post_sql(
     with_query_id(resp, &query_id)
 }
 
+/// Runs a query until it ends, is cancelled, or passes its `timeout`; the latter two drop the
+/// execution (stopping its work) and send the matching error.
+async fn supervise(
+    engine: Arc<dolmen_query::QueryEngine>,
+    q: SqlQuery,
+    prepared: PreparedQuery,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, QueryError>>,
+    cancel: CancellationToken,
+    registration: Registration,
+) {
+    let id = prepared.query_id.clone();
+    let deadline = prepared.timeout;
+    let timeout = async {
+        match deadline {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let stopped = tokio::select! {
+        () = run_query(engine, q, prepared, tx.clone()) => None,
+        () = cancel.cancelled() => Some(QueryError::Cancelled(format!("Query [{id}] was cancelled"))),
+        () = timeout => Some(QueryError::Timeout(format!("Query [{id}] timed out"))),
+    };
+    drop(registration);
+    if let Some(e) = stopped {
+        tracing::info!(sql_query_id = %id, error = %e, "sql query stopped");
+        let _ = tx.send(Err(e)).await;
+    }
+}
+
 /// Plans and runs a query, sending encoded chunks: the first carries the opening bytes and the
 /// first batch (computed before the HTTP status is sent), the last the closing bytes. Stops as
 /// soon as the receiver is gone.
 async fn run_query(
     engine: Arc<dolmen_query::QueryEngine>,
     q: SqlQuery,
+    prepared: PreparedQuery,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, QueryError>>,
 ) {
-    let result = match engine.execute(&q).await {
+    let result = match engine.execute_prepared(&prepared).await {
         Ok(r) => r,
         Err(e) => {
             let _ = tx.send(Err(e)).await;

@@ -135,6 +135,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         query_runtime: query_runtime.handle().clone(),
         host: advertised_host(&config.host),
         port: addr.port(),
+        queries: Arc::default(),
     });
 
     let http_shutdown = CancellationToken::new();

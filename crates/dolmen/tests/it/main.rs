@@ -6,4 +6,5 @@ mod coordinator;
 mod errors;
 mod ingest_query;
 mod lifecycle;
+mod sql_api;
 mod tasks_api;

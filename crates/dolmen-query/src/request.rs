@@ -1,0 +1,283 @@
+//! The text of a Druid SQL request: leading `SET` statements and `?` parameters.
+//!
+//! Druid SQL (`docs/querying/sql.md`, reference-behaviour "SQL API") accepts any number of
+//! `SET key = literal;` statements before the one query; each sets a query-context value and
+//! wins over the request's `context`. Only literals are allowed (strings, numbers, booleans,
+//! `NULL`). Dynamic parameters are written `?` and bound by position from the request's
+//! `parameters` (Calcite numbers them in the order they appear in the text).
+//!
+//! [`parse_request_sql`] splits the text into those parts. DataFusion's planner knows numbered
+//! placeholders (`$1`, `$2`, ...) only, so each `?` token is renumbered in text order first;
+//! the tokenizer finds them, so a `?` inside a string literal, a quoted identifier or a comment
+//! is left alone.
+
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::context::SessionState;
+use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{Expr, Set, Statement, UnaryOperator, Value};
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
+use datafusion::sql::sqlparser::tokenizer::{Location, Token, Tokenizer};
+use serde_json::{Map, Value as Json};
+
+/// A request's SQL text, parsed: the `SET` assignments in order and the query statement.
+#[derive(Debug)]
+pub struct RequestSql {
+    /// `SET key = literal` assignments, in text order (a later one wins).
+    pub sets: Vec<(String, Json)>,
+    /// The query, with `?` parameters renumbered `$1..$n`.
+    pub statement: DFStatement,
+    /// How many `?` parameters the text holds.
+    pub parameter_count: usize,
+}
+
+impl RequestSql {
+    /// `context` with the `SET` values applied over it (SET wins, as in Druid).
+    pub fn effective_context(&self, context: Option<&Map<String, Json>>) -> Map<String, Json> {
+        let mut out = context.cloned().unwrap_or_default();
+        for (k, v) in &self.sets {
+            out.insert(k.clone(), v.clone());
+        }
+        out
+    }
+}
+
+/// Parses a request's SQL text with the session's dialect.
+///
+/// # Errors
+/// A parse error (as DataFusion reports it) for bad SQL; a plan error when a statement other
+/// than the last is not a `SET`, when a `SET` assigns anything but one literal, or when the
+/// text holds no query after its `SET` statements.
+pub fn parse_request_sql(state: &SessionState, sql: &str) -> Result<RequestSql> {
+    let dialect_name = state.config().options().sql_parser.dialect;
+    let dialect = dialect_from_str(dialect_name)
+        .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect {dialect_name}")))?;
+    let (text, parameter_count) = number_placeholders(sql, dialect.as_ref())?;
+    let recursion_limit = state.config().options().sql_parser.recursion_limit.get();
+    let mut statements = DFParserBuilder::new(text.as_str())
+        .with_dialect(dialect.as_ref())
+        .with_recursion_limit(recursion_limit)
+        .build()?
+        .parse_statements()?;
+    let Some(statement) = statements.pop_back() else {
+        return Err(DataFusionError::Plan("Empty query".into()));
+    };
+    if set_assignment(&statement)?.is_some() {
+        return Err(DataFusionError::Plan(
+            "The request ends with a SET statement; a query must follow them".into(),
+        ));
+    }
+    let mut sets = Vec::with_capacity(statements.len());
+    for s in statements {
+        sets.push(set_assignment(&s)?.ok_or_else(|| {
+            DataFusionError::Plan(
+                "Only SET statements may come before the query; a request holds one query".into(),
+            )
+        })?);
+    }
+    Ok(RequestSql {
+        sets,
+        statement,
+        parameter_count,
+    })
+}
+
+/// `Some((key, value))` for `SET key = literal`, `None` for any other statement.
+fn set_assignment(s: &DFStatement) -> Result<Option<(String, Json)>> {
+    let DFStatement::Statement(s) = s else {
+        return Ok(None);
+    };
+    let Statement::Set(set) = s.as_ref() else {
+        return Ok(None);
+    };
+    let Set::SingleAssignment {
+        variable, values, ..
+    } = set
+    else {
+        return Err(DataFusionError::Plan(format!(
+            "Unsupported SET statement [{set}]: use SET key = literal"
+        )));
+    };
+    let key = variable
+        .0
+        .iter()
+        .map(|p| {
+            p.as_ident()
+                .map_or_else(|| p.to_string(), |i| i.value.clone())
+        })
+        .collect::<Vec<_>>()
+        .join(".");
+    let [value] = values.as_slice() else {
+        return Err(DataFusionError::Plan(format!(
+            "SET {key}: assign exactly one literal value"
+        )));
+    };
+    let json = literal_json(value).ok_or_else(|| {
+        DataFusionError::Plan(format!(
+            "SET {key}: the value [{value}] is not a literal; only literals are allowed"
+        ))
+    })?;
+    Ok(Some((key, json)))
+}
+
+/// A SQL literal as a JSON context value: strings, numbers (`-` allowed), booleans, `NULL`.
+fn literal_json(e: &Expr) -> Option<Json> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
+                Some(Json::String(s.clone()))
+            }
+            Value::Number(n, _) => number_json(n, false),
+            Value::Boolean(b) => Some(Json::Bool(*b)),
+            Value::Null => Some(Json::Null),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            Expr::Value(v) => match &v.value {
+                Value::Number(n, _) => number_json(n, true),
+                _ => None,
+            },
+            _ => None,
+        },
+        // `SET sqlTimeZone = America/Los_Angeles`-style bare words are not literals in Druid.
+        _ => None,
+    }
+}
+
+fn number_json(n: &str, negative: bool) -> Option<Json> {
+    let text = if negative {
+        format!("-{n}")
+    } else {
+        n.to_string()
+    };
+    if let Ok(i) = text.parse::<i64>() {
+        return Some(Json::from(i));
+    }
+    text.parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map(Json::Number)
+}
+
+/// Rewrites each `?` placeholder token of `sql` to `$1`, `$2`, ... in text order; returns the
+/// new text and the count. Text without `?` tokens is returned unchanged.
+///
+/// # Errors
+/// A tokenizer error (an unterminated string literal, ...) as a SQL error.
+fn number_placeholders(
+    sql: &str,
+    dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
+) -> Result<(String, usize)> {
+    if !sql.contains('?') {
+        return Ok((sql.to_string(), 0));
+    }
+    let tokens = Tokenizer::new(dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
+    let starts: Vec<Location> = tokens
+        .iter()
+        .filter(|t| matches!(&t.token, Token::Placeholder(p) if p == "?"))
+        .map(|t| t.span.start)
+        .collect();
+    if starts.is_empty() {
+        return Ok((sql.to_string(), 0));
+    }
+    let offsets = byte_offsets(sql, &starts);
+    let mut out = String::with_capacity(sql.len() + 2 * offsets.len());
+    let mut at = 0;
+    for (n, off) in offsets.iter().enumerate() {
+        out.push_str(&sql[at..*off]);
+        out.push('$');
+        out.push_str(&(n + 1).to_string());
+        at = off + 1;
+    }
+    out.push_str(&sql[at..]);
+    Ok((out, offsets.len()))
+}
+
+/// Byte offsets of tokenizer locations (1-based line and character column), in order.
+fn byte_offsets(sql: &str, locations: &[Location]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(locations.len());
+    let mut want = locations.iter().peekable();
+    let (mut line, mut col) = (1u64, 1u64);
+    for (i, ch) in sql.char_indices() {
+        while let Some(l) = want.peek() {
+            if l.line == line && l.column == col {
+                out.push(i);
+                want.next();
+            } else {
+                break;
+            }
+        }
+        if ch == '\n' {
+            line += 1;
+            col = 1;
+        } else {
+            col += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::SessionContext;
+
+    fn parse(sql: &str) -> Result<RequestSql> {
+        parse_request_sql(&SessionContext::new().state(), sql)
+    }
+
+    #[test]
+    fn question_marks_become_numbered_placeholders_in_text_order() {
+        let d = datafusion::sql::sqlparser::dialect::GenericDialect {};
+        let (s, n) = number_placeholders(
+            "SELECT '?', \"a?\" FROM t -- ?\nWHERE x = ? AND\n  y IN (?, ?) /* ? */ LIMIT ?",
+            &d,
+        )
+        .unwrap();
+        assert_eq!(n, 4);
+        assert_eq!(
+            s,
+            "SELECT '?', \"a?\" FROM t -- ?\nWHERE x = $1 AND\n  y IN ($2, $3) /* ? */ LIMIT $4"
+        );
+        // Multi-byte characters before a placeholder do not shift it.
+        let (s, _) = number_placeholders("SELECT 'é€', ? ", &d).unwrap();
+        assert_eq!(s, "SELECT 'é€', $1 ");
+        assert_eq!(number_placeholders("SELECT 1", &d).unwrap().1, 0);
+    }
+
+    #[test]
+    fn set_statements_come_before_the_query_and_win_over_context() {
+        let r = parse(
+            "SET sqlTimeZone = 'America/Los_Angeles'; SET timeout = 5000;\n\
+             SET useApproximateCountDistinct = false; SET x = -1.5; SELECT ?",
+        )
+        .unwrap();
+        assert_eq!(r.parameter_count, 1);
+        let mut ctx = Map::new();
+        ctx.insert("timeout".into(), Json::from(1));
+        ctx.insert("priority".into(), Json::from(7));
+        let eff = r.effective_context(Some(&ctx));
+        assert_eq!(eff["sqlTimeZone"], "America/Los_Angeles");
+        assert_eq!(eff["timeout"], 5000);
+        assert_eq!(eff["useApproximateCountDistinct"], false);
+        assert_eq!(eff["x"], -1.5);
+        assert_eq!(eff["priority"], 7);
+    }
+
+    #[test]
+    fn misplaced_or_non_literal_sets_are_rejected() {
+        let e = parse("SELECT 1; SET a = 1").unwrap_err().to_string();
+        assert!(e.contains("a query must follow"), "{e}");
+        let e = parse("SELECT 1; SELECT 2").unwrap_err().to_string();
+        assert!(e.contains("Only SET statements"), "{e}");
+        let e = parse("SET a = 1 + 1; SELECT 1").unwrap_err().to_string();
+        assert!(e.contains("not a literal"), "{e}");
+        let e = parse("SET a = b; SELECT 1").unwrap_err().to_string();
+        assert!(e.contains("not a literal"), "{e}");
+        assert!(parse("").is_err());
+    }
+}

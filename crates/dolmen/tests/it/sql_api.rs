@@ -1,0 +1,183 @@
+//! The synchronous SQL endpoint's request features: `?` parameters, `SET` statements, context
+//! keys (`sqlOuterLimit`, `timeout`, `priority`), and cancellation by `sqlQueryId`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Server, wikipedia_spec};
+
+/// A query that runs for minutes: a filtered self cross join of the 39,244 Wikipedia rows
+/// (the filter keeps the count from being answered from statistics).
+const ENDLESS: &str = "SELECT COUNT(*) AS c FROM wikipedia a CROSS JOIN wikipedia b \
+                       WHERE a.added + b.added > -1";
+
+fn loaded() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let st = server.run_task(&wikipedia_spec());
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    (dir, server)
+}
+
+/// CPU seconds the server process has used so far (`/proc/<pid>/stat` utime + stime).
+fn cpu_seconds(server: &Server) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", server.child.id())).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+#[test]
+fn parameters_set_statements_and_context_keys() {
+    let (_dir, server) = loaded();
+    let sql = |body: Value| server.post_json("/service/v2/sql", &body);
+
+    // `?` parameters bind by position; a `?` inside a literal is text.
+    let (code, body) = sql(json!({
+        "query": "SELECT COUNT(*) AS c, '?' AS q FROM wikipedia \
+                  WHERE channel = ? AND added > ? AND __time >= ?",
+        "parameters": [
+            {"type": "VARCHAR", "value": "#en.wikipedia"},
+            {"type": "BIGINT", "value": 100},
+            {"type": "TIMESTAMP", "value": "2015-09-12 00:00:00"}
+        ]
+    }));
+    assert_eq!(code, 200, "{body}");
+    let expected = server
+        .sql("SELECT COUNT(*) AS c FROM wikipedia WHERE channel = '#en.wikipedia' AND added > 100")
+        [0]["c"]
+        .clone();
+    assert_eq!(body, json!([{"c": expected, "q": "?"}]));
+    assert!(expected.as_i64().unwrap() > 0);
+
+    // A `?` without a value names its position.
+    let (code, body) = sql(json!({
+        "query": "SELECT COUNT(*) FROM wikipedia WHERE channel = ? AND added > ?",
+        "parameters": [{"type": "VARCHAR", "value": "#en.wikipedia"}]
+    }));
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("position [1]"),
+        "{body}"
+    );
+
+    // SET statements before the query set context values, and win over `context`.
+    let (code, body) = sql(json!({
+        "query": "SET sqlTimeZone = 'America/Los_Angeles';\nSET sqlOuterLimit = 3;\n\
+                  SELECT __time FROM wikipedia ORDER BY __time",
+        "context": {"sqlTimeZone": "Asia/Tokyo", "sqlOuterLimit": 10}
+    }));
+    assert_eq!(code, 200, "{body}");
+    let rows = body.as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{body}");
+    let first = rows[0]["__time"].as_str().unwrap();
+    // The first edit is at 2015-09-12T00:46:58.771Z: 17:46 the day before in Los Angeles.
+    assert_eq!(first, "2015-09-11T17:46:58.771-07:00", "{body}");
+
+    // sqlOuterLimit from the context alone; unknown keys and an integer priority are accepted.
+    let (code, body) = sql(json!({
+        "query": "SELECT channel FROM wikipedia",
+        "context": {"sqlOuterLimit": 2, "priority": 5, "someFutureKey": {"x": 1}}
+    }));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body.as_array().unwrap().len(), 2);
+
+    // Bad SET statements and context values are 400s naming the problem.
+    for (query, context, needle) in [
+        ("SELECT 1; SET a = 1", json!({}), "a query must follow"),
+        ("SET a = b; SELECT 1", json!({}), "not a literal"),
+        ("SELECT 1; SELECT 2", json!({}), "Only SET statements"),
+        ("SELECT 1", json!({"timeout": "soon"}), "context.timeout"),
+        (
+            "SELECT 1",
+            json!({"sqlOuterLimit": -1}),
+            "context.sqlOuterLimit",
+        ),
+        ("SELECT 1", json!({"priority": "high"}), "context.priority"),
+    ] {
+        let (code, body) = sql(json!({"query": query, "context": context}));
+        assert_eq!(code, 400, "{query}: {body}");
+        let msg = body["errorMessage"].as_str().unwrap();
+        assert!(msg.contains(needle), "{query}: {msg}");
+    }
+}
+
+#[test]
+fn a_query_past_its_timeout_gets_the_timeout_error() {
+    let (_dir, server) = loaded();
+    let t = Instant::now();
+    let (code, body) = server.post_json(
+        "/service/v2/sql",
+        &json!({"query": ENDLESS, "context": {"timeout": 300, "sqlQueryId": "slow-1"}}),
+    );
+    assert_eq!(code, 504, "{body}");
+    assert_eq!(body["error"], "Query timeout", "{body}");
+    assert_eq!(
+        body["errorClass"], "org.apache.druid.query.QueryTimeoutException",
+        "{body}"
+    );
+    assert!(body["errorMessage"].as_str().unwrap().contains("slow-1"));
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+}
+
+#[test]
+fn cancelling_by_sql_query_id_stops_the_work() {
+    let (_dir, server) = loaded();
+    let url = format!("{}/druid/v2/sql", server.url);
+    let client = server.client.clone();
+    let running = std::thread::spawn(move || {
+        let r = client
+            .post(url)
+            .json(&json!({"query": ENDLESS, "context": {"sqlQueryId": "cancel-me"}}))
+            .send()
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.text().unwrap())
+    });
+    // Cancel as soon as the query is registered (it runs for minutes otherwise).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, _) = server.delete("/druid/v2/sql/cancel-me");
+        if code == 202 {
+            break;
+        }
+        assert_eq!(code, 404);
+        assert!(
+            Instant::now() < deadline,
+            "the query never became cancellable"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, text) = running.join().unwrap();
+    assert_eq!(status, 500, "{text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["error"], "Query cancelled", "{body}");
+    assert_eq!(
+        body["errorClass"],
+        "org.apache.druid.query.QueryInterruptedException"
+    );
+
+    // The work really stopped: the server burns (next to) no CPU afterwards, where the query
+    // kept every query thread busy.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_seconds(&server);
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_seconds(&server) - before;
+    assert!(
+        used < 0.3,
+        "server used {used:.2} CPU s in 1 s after the cancel"
+    );
+
+    // Finished (cancelled) or unknown ids are 404.
+    assert_eq!(server.delete("/druid/v2/sql/cancel-me").0, 404);
+    assert_eq!(server.delete("/service/v2/sql/never-was").0, 404);
+}
