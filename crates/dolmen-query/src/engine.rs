@@ -254,8 +254,20 @@ impl QueryEngine {
             .with_target_partitions(target_partitions.max(1));
         config.options_mut().sql_parser.enable_ident_normalization = false;
         let ctx = SessionContext::new_with_config(config);
-        ctx.register_catalog("druid", Arc::new(DruidCatalog::new(view, cache)));
         crate::functions::register_druid_functions(&ctx);
+        let state = ctx.state();
+        let routines = state
+            .scalar_functions()
+            .keys()
+            .map(|n| (n, false))
+            .chain(state.aggregate_functions().keys().map(|n| (n, true)))
+            .chain(state.window_functions().keys().map(|n| (n, false)))
+            .map(|(n, aggregator)| crate::system::Routine {
+                name: n.to_ascii_uppercase(),
+                aggregator,
+            })
+            .collect();
+        ctx.register_catalog("druid", Arc::new(DruidCatalog::new(view, cache, routines)));
         QueryEngine { ctx }
     }
 

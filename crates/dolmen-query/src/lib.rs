@@ -5,6 +5,7 @@
 //! - [`table`]: the `druid` schema; a datasource table scans the visible segments of a timeline
 //!   snapshot, pruned by `__time` before any file is opened.
 //! - [`functions`]: Druid SQL functions as DataFusion UDFs (`TIME_FLOOR`, `TIME_IN_INTERVAL`, ...).
+//! - [`system`]: `INFORMATION_SCHEMA` (`SCHEMATA`, `TABLES`, `COLUMNS`, `ROUTINES`).
 //! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).
 //! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
 //! - [`request`]: a request's SQL text: leading `SET` statements, `?` parameters.
@@ -15,6 +16,7 @@ pub mod functions;
 pub mod naming;
 pub mod request;
 pub mod rewrite;
+pub mod system;
 pub mod table;
 pub mod writer;
 

@@ -45,16 +45,26 @@ use dolmen_common::time::{MAX_INSTANT, MIN_INSTANT};
 use dolmen_segment::{SegmentColumn, TIME_COLUMN, Timeline, TimelineEntry};
 use dolmen_storage::{SegmentCache, SegmentView};
 
-/// The `druid` catalog: schema `druid` with one table per datasource.
+/// The `druid` catalog: schema `druid` with one table per datasource, and the metadata schema
+/// `INFORMATION_SCHEMA` ([`crate::system`]).
 #[derive(Debug)]
 pub struct DruidCatalog {
     schema: Arc<DruidSchema>,
+    information_schema: Arc<crate::system::InformationSchema>,
 }
 
 impl DruidCatalog {
-    /// A catalog over the live segment view.
-    pub fn new(view: Arc<SegmentView>, cache: Arc<SegmentCache>) -> DruidCatalog {
+    /// A catalog over the live segment view; `routines` are the functions `ROUTINES` lists.
+    pub fn new(
+        view: Arc<SegmentView>,
+        cache: Arc<SegmentCache>,
+        routines: Vec<crate::system::Routine>,
+    ) -> DruidCatalog {
         DruidCatalog {
+            information_schema: Arc::new(crate::system::InformationSchema::new(
+                Arc::clone(&view),
+                routines,
+            )),
             schema: Arc::new(DruidSchema { view, cache }),
         }
     }
@@ -62,11 +72,22 @@ impl DruidCatalog {
 
 impl CatalogProvider for DruidCatalog {
     fn schema_names(&self) -> Vec<String> {
-        vec!["druid".to_string()]
+        vec![
+            crate::system::DRUID_SCHEMA.to_string(),
+            crate::system::INFORMATION_SCHEMA.to_string(),
+        ]
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
-        (name == "druid").then(|| Arc::clone(&self.schema) as Arc<dyn SchemaProvider>)
+        match name {
+            crate::system::DRUID_SCHEMA => {
+                Some(Arc::clone(&self.schema) as Arc<dyn SchemaProvider>)
+            }
+            crate::system::INFORMATION_SCHEMA => {
+                Some(Arc::clone(&self.information_schema) as Arc<dyn SchemaProvider>)
+            }
+            _ => None,
+        }
     }
 }
 

@@ -181,3 +181,77 @@ fn cancelling_by_sql_query_id_stops_the_work() {
     assert_eq!(server.delete("/druid/v2/sql/cancel-me").0, 404);
     assert_eq!(server.delete("/service/v2/sql/never-was").0, 404);
 }
+
+#[test]
+fn information_schema_describes_the_live_datasources() {
+    let (_dir, server) = loaded();
+    let schemas = server.sql("SELECT CATALOG_NAME, SCHEMA_NAME FROM INFORMATION_SCHEMA.SCHEMATA");
+    assert_eq!(
+        schemas,
+        vec![
+            json!({"CATALOG_NAME": "druid", "SCHEMA_NAME": "druid"}),
+            json!({"CATALOG_NAME": "druid", "SCHEMA_NAME": "INFORMATION_SCHEMA"}),
+        ]
+    );
+    let tables = server.sql(
+        "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, IS_JOINABLE FROM INFORMATION_SCHEMA.TABLES \
+         ORDER BY TABLE_SCHEMA, TABLE_NAME",
+    );
+    assert_eq!(tables.len(), 5, "{tables:?}");
+    assert!(tables.contains(&json!({
+        "TABLE_SCHEMA": "druid", "TABLE_NAME": "wikipedia", "TABLE_TYPE": "TABLE", "IS_JOINABLE": "NO"
+    })));
+    assert!(tables.contains(&json!({
+        "TABLE_SCHEMA": "INFORMATION_SCHEMA", "TABLE_NAME": "COLUMNS",
+        "TABLE_TYPE": "SYSTEM_TABLE", "IS_JOINABLE": "NO"
+    })));
+
+    // The columns a SQLAlchemy dialect reads, as Druid reports them.
+    let cols = server.sql(
+        "SELECT COLUMN_NAME, ORDINAL_POSITION, IS_NULLABLE, DATA_TYPE, JDBC_TYPE, \
+         NUMERIC_PRECISION, DATETIME_PRECISION, CHARACTER_SET_NAME \
+         FROM INFORMATION_SCHEMA.COLUMNS \
+         WHERE TABLE_SCHEMA = 'druid' AND TABLE_NAME = 'wikipedia' ORDER BY ORDINAL_POSITION",
+    );
+    assert_eq!(
+        cols[0],
+        json!({"COLUMN_NAME": "__time", "ORDINAL_POSITION": 1, "IS_NULLABLE": "NO",
+               "DATA_TYPE": "TIMESTAMP", "JDBC_TYPE": 93, "NUMERIC_PRECISION": null,
+               "DATETIME_PRECISION": 3, "CHARACTER_SET_NAME": null})
+    );
+    let channel = cols.iter().find(|c| c["COLUMN_NAME"] == "channel").unwrap();
+    assert_eq!(channel["DATA_TYPE"], "VARCHAR");
+    assert_eq!(channel["JDBC_TYPE"], 12);
+    assert_eq!(channel["IS_NULLABLE"], "YES");
+    assert_eq!(channel["CHARACTER_SET_NAME"], "UTF-16LE");
+    let added = cols.iter().find(|c| c["COLUMN_NAME"] == "added").unwrap();
+    assert_eq!(added["DATA_TYPE"], "BIGINT");
+    assert_eq!(added["JDBC_TYPE"], -5);
+    assert_eq!(added["NUMERIC_PRECISION"], 19);
+    // Every column of the datasource is listed, in the order SELECT * returns them.
+    let star = server.post_json(
+        "/service/v2/sql",
+        &json!({"query": "SELECT * FROM wikipedia LIMIT 1", "resultFormat": "array", "header": true}),
+    );
+    let names: Vec<&Value> = cols.iter().map(|c| &c["COLUMN_NAME"]).collect();
+    let header: Vec<&Value> = star.1[0].as_array().unwrap().iter().collect();
+    assert_eq!(names, header);
+
+    let routines = server.sql(
+        "SELECT ROUTINE_NAME, IS_AGGREGATOR FROM INFORMATION_SCHEMA.ROUTINES \
+         WHERE ROUTINE_NAME IN ('TIME_FLOOR', 'SUM') ORDER BY ROUTINE_NAME",
+    );
+    assert_eq!(
+        routines,
+        vec![
+            json!({"ROUTINE_NAME": "SUM", "IS_AGGREGATOR": "YES"}),
+            json!({"ROUTINE_NAME": "TIME_FLOOR", "IS_AGGREGATOR": "NO"}),
+        ]
+    );
+    // Identifiers are case-sensitive, as in Druid.
+    let (code, body) = server.post_json(
+        "/service/v2/sql",
+        &json!({"query": "SELECT * FROM information_schema.tables"}),
+    );
+    assert_eq!(code, 400, "{body}");
+}
