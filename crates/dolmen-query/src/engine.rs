@@ -242,10 +242,16 @@ impl std::fmt::Debug for QueryResult {
 
 impl QueryEngine {
     /// An engine over the live segment view; `target_partitions` bounds scan parallelism.
+    /// With `system` (the metadata store and this node's description) the `sys` schema is
+    /// available too.
     pub fn new(
         view: Arc<SegmentView>,
         cache: Arc<SegmentCache>,
         target_partitions: usize,
+        system: Option<(
+            Arc<dyn dolmen_metadata::MetadataStore>,
+            crate::system::NodeInfo,
+        )>,
     ) -> QueryEngine {
         let mut config = SessionConfig::new()
             .with_create_default_catalog_and_schema(false)
@@ -267,7 +273,13 @@ impl QueryEngine {
                 aggregator,
             })
             .collect();
-        ctx.register_catalog("druid", Arc::new(DruidCatalog::new(view, cache, routines)));
+        let sys = system.map(|(metadata, node)| {
+            crate::system::SysSchema::new(Arc::clone(&view), metadata, node)
+        });
+        ctx.register_catalog(
+            "druid",
+            Arc::new(DruidCatalog::new(view, cache, routines, sys)),
+        );
         QueryEngine { ctx }
     }
 

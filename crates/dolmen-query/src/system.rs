@@ -14,9 +14,18 @@
 //!   `UTF-16LE` and `COLLATION_NAME` `UTF-16LE$en_US$primary` for `VARCHAR` (Calcite's
 //!   defaults, as Druid reports them); `JDBC_TYPE` the `java.sql.Types` code.
 //!
-//! Schemas listed are the ones Dolmen answers: `druid` (`TABLE_TYPE` `TABLE`) and
-//! `INFORMATION_SCHEMA` (`SYSTEM_TABLE`). Identifiers are case-sensitive, as in Druid:
-//! `INFORMATION_SCHEMA.TABLES`, not `information_schema.tables`.
+//! Schemas listed are the ones Dolmen answers: `druid` (`TABLE_TYPE` `TABLE`),
+//! `INFORMATION_SCHEMA` and `sys` (`SYSTEM_TABLE`). Identifiers are case-sensitive, as in
+//! Druid: `INFORMATION_SCHEMA.TABLES`, not `information_schema.tables`.
+//!
+//! `sys` ([`SysSchema`]) has Druid's `segments`, `server_segments`, `servers`, `tasks`,
+//! `supervisors` and `server_properties` with Druid's columns, read from the metadata store and
+//! the live timelines when a query names them. One Dolmen process plays every role, so
+//! `sys.servers` lists it once per role (`coordinator`, `overlord`, `broker`, `router`,
+//! `historical`, `indexer`) under the same `host:port`; the historical row serves every used,
+//! non-overshadowed segment (Dolmen loads them on demand), which is what `is_available`,
+//! `num_replicas` and `sys.server_segments` say. `sys.supervisors` is empty until supervisors
+//! exist.
 
 use std::sync::Arc;
 
@@ -25,7 +34,10 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::datasource::MemTable;
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
+use dolmen_common::time::format_iso_millis;
+use dolmen_metadata::{MetadataStore, TaskFilter};
+use dolmen_segment::DataSegment;
 use dolmen_storage::SegmentView;
 
 use crate::table::datasource_schema;
@@ -37,8 +49,18 @@ pub const CATALOG: &str = "druid";
 pub const INFORMATION_SCHEMA: &str = "INFORMATION_SCHEMA";
 /// Name of the datasource schema.
 pub const DRUID_SCHEMA: &str = "druid";
+/// Name of the system schema.
+pub const SYS_SCHEMA: &str = "sys";
 
 const TABLE_NAMES: [&str; 4] = ["COLUMNS", "ROUTINES", "SCHEMATA", "TABLES"];
+const SYS_TABLE_NAMES: [&str; 6] = [
+    "segments",
+    "server_properties",
+    "server_segments",
+    "servers",
+    "supervisors",
+    "tasks",
+];
 
 /// A SQL function as `ROUTINES` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -54,14 +76,24 @@ pub struct Routine {
 pub struct InformationSchema {
     view: Arc<SegmentView>,
     routines: Vec<Routine>,
+    with_sys: bool,
 }
 
 impl InformationSchema {
-    /// The schema over the live view; `routines` are the session's functions.
-    pub fn new(view: Arc<SegmentView>, mut routines: Vec<Routine>) -> InformationSchema {
+    /// The schema over the live view; `routines` are the session's functions; `with_sys` when
+    /// the catalog has the `sys` schema.
+    pub fn new(
+        view: Arc<SegmentView>,
+        mut routines: Vec<Routine>,
+        with_sys: bool,
+    ) -> InformationSchema {
         routines.sort();
         routines.dedup();
-        InformationSchema { view, routines }
+        InformationSchema {
+            view,
+            routines,
+            with_sys,
+        }
     }
 
     /// Every table's (schema, name, type, columns), datasources first.
@@ -82,6 +114,14 @@ impl InformationSchema {
                 table_schema(t).expect("known table"),
             ));
         }
+        for t in SYS_TABLE_NAMES.iter().filter(|_| self.with_sys) {
+            out.push((
+                SYS_SCHEMA,
+                t.to_string(),
+                "SYSTEM_TABLE",
+                sys_schema(t).expect("known table"),
+            ));
+        }
         out
     }
 
@@ -90,7 +130,12 @@ impl InformationSchema {
         let columns: Vec<ArrayRef> = match name {
             "SCHEMATA" => {
                 let mut c = strings(7);
-                for s in [DRUID_SCHEMA, INFORMATION_SCHEMA] {
+                let schemas: &[&str] = if self.with_sys {
+                    &[DRUID_SCHEMA, INFORMATION_SCHEMA, SYS_SCHEMA]
+                } else {
+                    &[DRUID_SCHEMA, INFORMATION_SCHEMA]
+                };
+                for s in schemas {
                     c[0].append_value(CATALOG);
                     c[1].append_value(s);
                     for b in &mut c[2..] {
@@ -299,6 +344,370 @@ impl SchemaProvider for InformationSchema {
     }
 }
 
+/// What `sys.servers` and `sys.server_properties` report about this process.
+#[derive(Debug, Clone, Default)]
+pub struct NodeInfo {
+    /// Advertised host.
+    pub host: String,
+    /// HTTP port.
+    pub port: u16,
+    /// Process start, epoch ms.
+    pub start_time_ms: i64,
+    /// Dolmen's version.
+    pub version: String,
+    /// Effective configuration properties (`service.*`), name and value.
+    pub properties: Vec<(String, String)>,
+}
+
+impl NodeInfo {
+    fn server(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// The `sys` schema.
+#[derive(Debug)]
+pub struct SysSchema {
+    view: Arc<SegmentView>,
+    metadata: Arc<dyn MetadataStore>,
+    node: NodeInfo,
+}
+
+/// The roles one Dolmen process plays, as `sys.servers` names them.
+const ROLES: [&str; 6] = [
+    "coordinator",
+    "overlord",
+    "broker",
+    "router",
+    "historical",
+    "indexer",
+];
+
+impl SysSchema {
+    /// The schema over the live view and the metadata store.
+    pub fn new(view: Arc<SegmentView>, metadata: Arc<dyn MetadataStore>, node: NodeInfo) -> Self {
+        SysSchema {
+            view,
+            metadata,
+            node,
+        }
+    }
+
+    /// Every used segment with whether it is overshadowed, by datasource then id.
+    async fn used_segments(&self) -> Result<Vec<(DataSegment, bool)>> {
+        let mut segs = self
+            .metadata
+            .all_used_segments()
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        segs.sort_by(|a, b| {
+            (
+                &a.data_source,
+                a.interval.start,
+                &a.version,
+                a.shard_spec.partition_num(),
+            )
+                .cmp(&(
+                    &b.data_source,
+                    b.interval.start,
+                    &b.version,
+                    b.shard_spec.partition_num(),
+                ))
+        });
+        Ok(segs
+            .into_iter()
+            .map(|s| {
+                let overshadowed = self
+                    .view
+                    .timeline(&s.data_source)
+                    .is_some_and(|t| t.is_overshadowed(&s.id()));
+                (s, overshadowed)
+            })
+            .collect())
+    }
+
+    async fn build(&self, name: &str) -> Result<Option<RecordBatch>> {
+        let Some(schema) = sys_schema(name) else {
+            return Ok(None);
+        };
+        let mut b = Columns::new(&schema);
+        match name {
+            "segments" => {
+                for (s, overshadowed) in self.used_segments().await? {
+                    let available = i64::from(!overshadowed);
+                    b.text(0, Some(&s.id().to_string()));
+                    b.text(1, Some(&s.data_source));
+                    b.text(2, Some(&format_iso_millis(s.interval.start)));
+                    b.text(3, Some(&format_iso_millis(s.interval.end)));
+                    b.long(4, i64::try_from(s.size).ok());
+                    b.text(5, Some(&s.version));
+                    b.long(6, Some(i64::from(s.shard_spec.partition_num())));
+                    b.long(7, Some(available));
+                    b.long(8, i64::try_from(s.num_rows).ok());
+                    b.long(9, Some(available)); // is_active: published and not overshadowed
+                    b.long(10, Some(1)); // is_published
+                    b.long(11, Some(available));
+                    b.long(12, Some(0)); // is_realtime
+                    b.long(13, Some(i64::from(overshadowed)));
+                    b.text(14, serde_json::to_string(&s.shard_spec).ok().as_deref());
+                    b.text(15, Some(&name_list_json(&s.dimensions)));
+                    b.text(16, Some(&name_list_json(&s.metrics)));
+                    b.text(
+                        17,
+                        s.last_compaction_state
+                            .as_ref()
+                            .map(ToString::to_string)
+                            .as_deref(),
+                    );
+                    b.long(18, Some(1)); // replication_factor: one copy, served by this process
+                }
+            }
+            "server_segments" => {
+                let server = self.node.server();
+                for (s, overshadowed) in self.used_segments().await? {
+                    if !overshadowed {
+                        b.text(0, Some(&server));
+                        b.text(1, Some(&s.id().to_string()));
+                    }
+                }
+            }
+            "servers" => {
+                let served: i64 = self
+                    .used_segments()
+                    .await?
+                    .iter()
+                    .filter(|(_, o)| !o)
+                    .map(|(s, _)| i64::try_from(s.size).unwrap_or(i64::MAX))
+                    .sum();
+                let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
+                for role in ROLES {
+                    let historical = role == "historical";
+                    b.text(0, Some(&self.node.server()));
+                    b.text(1, Some(&self.node.host));
+                    b.long(2, Some(i64::from(self.node.port)));
+                    b.long(3, Some(-1)); // tls_port
+                    b.text(4, Some(role));
+                    b.text(5, historical.then_some("_default_tier"));
+                    b.long(6, Some(if historical { served } else { 0 }));
+                    b.long(7, Some(0)); // max_size: the segment cache has no fixed bound
+                    b.long(8, matches!(role, "coordinator" | "overlord").then_some(1));
+                    b.text(9, Some(&format_iso_millis(self.node.start_time_ms)));
+                    b.text(10, Some(&self.node.version));
+                    b.text(11, None); // build_revision
+                    b.text(12, None); // labels
+                    b.long(13, i64::try_from(processors).ok());
+                    b.long(14, None); // total_memory
+                }
+            }
+            "tasks" => {
+                let tasks = self
+                    .metadata
+                    .list_tasks(&TaskFilter::default())
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                for t in tasks {
+                    let loc = &t.location;
+                    let host = loc.host.as_deref();
+                    b.text(0, Some(&t.id));
+                    b.text(1, Some(&t.group_id));
+                    b.text(2, Some(&t.task_type));
+                    b.text(3, Some(&t.data_source));
+                    b.text(4, Some(&format_iso_millis(t.created_ms)));
+                    b.text(5, Some(&format_iso_millis(t.queue_insertion_ms)));
+                    b.text(6, Some(t.status.as_str()));
+                    b.text(7, Some(t.runner_status.as_str()));
+                    b.long(8, Some(t.duration_ms));
+                    b.text(9, host.map(|h| format!("{h}:{}", loc.port)).as_deref());
+                    b.text(10, host);
+                    b.long(11, Some(i64::from(loc.port)));
+                    b.long(12, Some(i64::from(loc.tls_port)));
+                    b.text(13, t.error_msg.as_deref());
+                }
+            }
+            "supervisors" => {}
+            "server_properties" => {
+                let roles = ROLES.join(",");
+                for (k, v) in &self.node.properties {
+                    b.text(0, Some(&self.node.server()));
+                    b.text(1, Some("dolmen"));
+                    b.text(2, Some(&roles));
+                    b.text(3, Some(k));
+                    b.text(4, Some(v));
+                    b.text(5, None);
+                }
+            }
+            _ => return Ok(None),
+        }
+        Ok(Some(RecordBatch::try_new(schema, b.finish())?))
+    }
+}
+
+/// Druid's comma-separated name list (`DataSegment.dimensions`) as a JSON array string.
+fn name_list_json(names: &str) -> String {
+    let list: Vec<&str> = names.split(',').filter(|n| !n.is_empty()).collect();
+    serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+}
+
+/// Column builders for a schema of `Utf8` and `Int64` fields.
+enum ColumnBuilder {
+    Text(StringBuilder),
+    Long(Int64Builder),
+}
+
+struct Columns(Vec<ColumnBuilder>);
+
+impl Columns {
+    fn new(schema: &Schema) -> Columns {
+        Columns(
+            schema
+                .fields()
+                .iter()
+                .map(|f| match f.data_type() {
+                    DataType::Int64 => ColumnBuilder::Long(Int64Builder::new()),
+                    _ => ColumnBuilder::Text(StringBuilder::new()),
+                })
+                .collect(),
+        )
+    }
+
+    fn text(&mut self, i: usize, v: Option<&str>) {
+        if let ColumnBuilder::Text(b) = &mut self.0[i] {
+            b.append_option(v);
+        }
+    }
+
+    fn long(&mut self, i: usize, v: Option<i64>) {
+        if let ColumnBuilder::Long(b) = &mut self.0[i] {
+            b.append_option(v);
+        }
+    }
+
+    fn finish(self) -> Vec<ArrayRef> {
+        self.0
+            .into_iter()
+            .map(|b| match b {
+                ColumnBuilder::Text(mut b) => Arc::new(b.finish()) as ArrayRef,
+                ColumnBuilder::Long(mut b) => Arc::new(b.finish()) as ArrayRef,
+            })
+            .collect()
+    }
+}
+
+/// The columns of a `sys` table, in Druid's order (`docs/querying/sql-metadata-tables.md`).
+fn sys_schema(name: &str) -> Option<SchemaRef> {
+    let cols: &[(&str, bool)] = match name {
+        "segments" => &[
+            ("segment_id", false),
+            ("datasource", false),
+            ("start", false),
+            ("end", false),
+            ("size", true),
+            ("version", false),
+            ("partition_num", true),
+            ("num_replicas", true),
+            ("num_rows", true),
+            ("is_active", true),
+            ("is_published", true),
+            ("is_available", true),
+            ("is_realtime", true),
+            ("is_overshadowed", true),
+            ("shard_spec", false),
+            ("dimensions", false),
+            ("metrics", false),
+            ("last_compaction_state", false),
+            ("replication_factor", true),
+        ],
+        "server_segments" => &[("server", false), ("segment_id", false)],
+        "servers" => &[
+            ("server", false),
+            ("host", false),
+            ("plaintext_port", true),
+            ("tls_port", true),
+            ("server_type", false),
+            ("tier", false),
+            ("current_size", true),
+            ("max_size", true),
+            ("is_leader", true),
+            ("start_time", false),
+            ("version", false),
+            ("build_revision", false),
+            ("labels", false),
+            ("available_processors", true),
+            ("total_memory", true),
+        ],
+        "tasks" => &[
+            ("task_id", false),
+            ("group_id", false),
+            ("type", false),
+            ("datasource", false),
+            ("created_time", false),
+            ("queue_insertion_time", false),
+            ("status", false),
+            ("runner_status", false),
+            ("duration", true),
+            ("location", false),
+            ("host", false),
+            ("plaintext_port", true),
+            ("tls_port", true),
+            ("error_msg", false),
+        ],
+        "supervisors" => &[
+            ("supervisor_id", false),
+            ("datasource", false),
+            ("state", false),
+            ("detailed_state", false),
+            ("healthy", true),
+            ("type", false),
+            ("source", false),
+            ("suspended", true),
+            ("spec", false),
+        ],
+        "server_properties" => &[
+            ("server", false),
+            ("service_name", false),
+            ("node_roles", false),
+            ("property", false),
+            ("value", false),
+            ("error_message", false),
+        ],
+        _ => return None,
+    };
+    Some(Arc::new(Schema::new(
+        cols.iter()
+            .map(|(n, long)| {
+                Field::new(
+                    *n,
+                    if *long {
+                        DataType::Int64
+                    } else {
+                        DataType::Utf8
+                    },
+                    true,
+                )
+            })
+            .collect::<Vec<_>>(),
+    )))
+}
+
+#[async_trait]
+impl SchemaProvider for SysSchema {
+    fn table_names(&self) -> Vec<String> {
+        SYS_TABLE_NAMES.iter().map(|t| (*t).to_string()).collect()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let Some(batch) = self.build(name).await? else {
+            return Ok(None);
+        };
+        let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
+        Ok(Some(Arc::new(table)))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        SYS_TABLE_NAMES.contains(&name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,14 +732,18 @@ mod tests {
                     aggregator: true,
                 },
             ],
+            true,
         );
         for t in TABLE_NAMES {
             let b = s.build(t).unwrap();
             assert_eq!(b.schema(), table_schema(t).unwrap());
         }
-        // With no datasources, TABLES lists the four metadata tables; COLUMNS their 36 columns.
-        assert_eq!(s.build("TABLES").unwrap().num_rows(), 4);
-        assert_eq!(s.build("COLUMNS").unwrap().num_rows(), 7 + 6 + 17 + 6);
+        // With no datasources, TABLES lists the 4 + 6 metadata tables; COLUMNS their columns.
+        assert_eq!(s.build("TABLES").unwrap().num_rows(), 10);
+        assert_eq!(
+            s.build("COLUMNS").unwrap().num_rows(),
+            7 + 6 + 17 + 6 + 19 + 6 + 2 + 15 + 9 + 14
+        );
         assert_eq!(s.build("ROUTINES").unwrap().num_rows(), 2);
         assert!(s.build("NOPE").is_none());
     }

@@ -45,37 +45,46 @@ use dolmen_common::time::{MAX_INSTANT, MIN_INSTANT};
 use dolmen_segment::{SegmentColumn, TIME_COLUMN, Timeline, TimelineEntry};
 use dolmen_storage::{SegmentCache, SegmentView};
 
-/// The `druid` catalog: schema `druid` with one table per datasource, and the metadata schema
-/// `INFORMATION_SCHEMA` ([`crate::system`]).
+/// The `druid` catalog: schema `druid` with one table per datasource, and the metadata schemas
+/// `INFORMATION_SCHEMA` and `sys` ([`crate::system`]).
 #[derive(Debug)]
 pub struct DruidCatalog {
     schema: Arc<DruidSchema>,
     information_schema: Arc<crate::system::InformationSchema>,
+    sys: Option<Arc<crate::system::SysSchema>>,
 }
 
 impl DruidCatalog {
-    /// A catalog over the live segment view; `routines` are the functions `ROUTINES` lists.
+    /// A catalog over the live segment view; `routines` are the functions `ROUTINES` lists;
+    /// `sys` is the `sys` schema (absent in engines without a metadata store).
     pub fn new(
         view: Arc<SegmentView>,
         cache: Arc<SegmentCache>,
         routines: Vec<crate::system::Routine>,
+        sys: Option<crate::system::SysSchema>,
     ) -> DruidCatalog {
         DruidCatalog {
             information_schema: Arc::new(crate::system::InformationSchema::new(
                 Arc::clone(&view),
                 routines,
+                sys.is_some(),
             )),
             schema: Arc::new(DruidSchema { view, cache }),
+            sys: sys.map(Arc::new),
         }
     }
 }
 
 impl CatalogProvider for DruidCatalog {
     fn schema_names(&self) -> Vec<String> {
-        vec![
+        let mut names = vec![
             crate::system::DRUID_SCHEMA.to_string(),
             crate::system::INFORMATION_SCHEMA.to_string(),
-        ]
+        ];
+        if self.sys.is_some() {
+            names.push(crate::system::SYS_SCHEMA.to_string());
+        }
+        names
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
@@ -86,6 +95,10 @@ impl CatalogProvider for DruidCatalog {
             crate::system::INFORMATION_SCHEMA => {
                 Some(Arc::clone(&self.information_schema) as Arc<dyn SchemaProvider>)
             }
+            crate::system::SYS_SCHEMA => self
+                .sys
+                .as_ref()
+                .map(|s| Arc::clone(s) as Arc<dyn SchemaProvider>),
             _ => None,
         }
     }

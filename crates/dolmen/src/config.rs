@@ -114,6 +114,27 @@ impl ServerConfig {
             input_sources: dolmen_ingest::input::InputSourceConfig::from_properties(props)?,
         })
     }
+
+    /// The effective server properties, by their property names, as `sys.server_properties`
+    /// lists them; `bound_port` is the port actually bound (`--port 0` picks one).
+    pub fn properties(&self, bound_port: u16) -> Vec<(String, String)> {
+        vec![
+            ("service.host".into(), self.host.clone()),
+            ("service.plaintextPort".into(), bound_port.to_string()),
+            (
+                "service.dataDir".into(),
+                self.data_dir.display().to_string(),
+            ),
+            (
+                "service.worker.capacity".into(),
+                self.worker_capacity.to_string(),
+            ),
+            (
+                "service.processing.numThreads".into(),
+                self.query_threads.to_string(),
+            ),
+        ]
+    }
 }
 
 #[cfg(test)]

@@ -114,10 +114,18 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     )
     .await
     .context("cannot start the overlord")?;
+    let node = dolmen_query::system::NodeInfo {
+        host: advertised_host(&config.host),
+        port: addr.port(),
+        start_time_ms: dolmen_common::time::now_millis(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        properties: config.properties(addr.port()),
+    };
     let engine = Arc::new(QueryEngine::new(
         Arc::clone(&view),
         Arc::clone(&cache),
         config.query_threads,
+        Some((Arc::clone(&metadata), node)),
     ));
     // Queries run on their own worker threads so that a heavy query never stalls the HTTP
     // reactor (DataFusion's recommended set-up for CPU-bound work).

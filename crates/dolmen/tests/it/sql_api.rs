@@ -191,13 +191,15 @@ fn information_schema_describes_the_live_datasources() {
         vec![
             json!({"CATALOG_NAME": "druid", "SCHEMA_NAME": "druid"}),
             json!({"CATALOG_NAME": "druid", "SCHEMA_NAME": "INFORMATION_SCHEMA"}),
+            json!({"CATALOG_NAME": "druid", "SCHEMA_NAME": "sys"}),
         ]
     );
     let tables = server.sql(
         "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, IS_JOINABLE FROM INFORMATION_SCHEMA.TABLES \
          ORDER BY TABLE_SCHEMA, TABLE_NAME",
     );
-    assert_eq!(tables.len(), 5, "{tables:?}");
+    // wikipedia, 4 INFORMATION_SCHEMA tables, 6 sys tables.
+    assert_eq!(tables.len(), 11, "{tables:?}");
     assert!(tables.contains(&json!({
         "TABLE_SCHEMA": "druid", "TABLE_NAME": "wikipedia", "TABLE_TYPE": "TABLE", "IS_JOINABLE": "NO"
     })));
@@ -254,4 +256,97 @@ fn information_schema_describes_the_live_datasources() {
         &json!({"query": "SELECT * FROM information_schema.tables"}),
     );
     assert_eq!(code, 400, "{body}");
+}
+
+#[test]
+fn sys_tables_report_segments_tasks_and_the_server() {
+    let (_dir, server) = loaded();
+    // A second, overwriting ingestion: its segment overshadows the first one.
+    let st = server.run_task(&wikipedia_spec());
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+
+    let segs = server.sql(
+        "SELECT datasource, \"start\", \"end\", num_rows, is_published, is_active, \
+         is_available, is_overshadowed, is_realtime, num_replicas, partition_num, dimensions \
+         FROM sys.segments ORDER BY version",
+    );
+    assert_eq!(segs.len(), 2, "{segs:?}");
+    for (s, old) in segs.iter().zip([true, false]) {
+        assert_eq!(s["datasource"], "wikipedia");
+        assert_eq!(s["start"], "2015-09-12T00:00:00.000Z");
+        assert_eq!(s["end"], "2015-09-13T00:00:00.000Z");
+        assert_eq!(s["num_rows"], 39244);
+        assert_eq!(s["is_published"], 1);
+        assert_eq!(s["is_realtime"], 0);
+        assert_eq!(s["partition_num"], 0);
+        assert_eq!(s["is_overshadowed"], i64::from(old), "{s}");
+        assert_eq!(s["is_active"], i64::from(!old), "{s}");
+        assert_eq!(s["is_available"], i64::from(!old), "{s}");
+        assert_eq!(s["num_replicas"], i64::from(!old), "{s}");
+        let dims: Vec<String> = serde_json::from_str(s["dimensions"].as_str().unwrap()).unwrap();
+        assert!(dims.contains(&"channel".to_string()), "{dims:?}");
+    }
+
+    // The server serves exactly the active segment.
+    let served = server.sql(
+        "SELECT ss.segment_id FROM sys.server_segments ss \
+         JOIN sys.segments s ON ss.segment_id = s.segment_id WHERE s.is_active = 1",
+    );
+    assert_eq!(served.len(), 1, "{served:?}");
+    assert_eq!(server.sql("SELECT * FROM sys.server_segments").len(), 1);
+
+    let tasks = server.sql(
+        "SELECT task_id, type, datasource, status, runner_status, duration, error_msg \
+         FROM sys.tasks ORDER BY created_time",
+    );
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    for t in &tasks {
+        assert_eq!(t["type"], "index_parallel");
+        assert_eq!(t["datasource"], "wikipedia");
+        assert_eq!(t["status"], "SUCCESS");
+        assert_eq!(t["runner_status"], "NONE");
+        assert!(t["duration"].as_i64().unwrap() >= 0, "{t}");
+        assert_eq!(t["error_msg"], Value::Null);
+    }
+    assert_eq!(tasks[1]["task_id"], st["id"]);
+
+    let port = server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<i64>()
+        .unwrap();
+    let servers = server.sql(
+        "SELECT server_type, plaintext_port, tier, current_size, is_leader FROM sys.servers \
+         ORDER BY server_type",
+    );
+    let types: Vec<&str> = servers
+        .iter()
+        .map(|s| s["server_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "broker",
+            "coordinator",
+            "historical",
+            "indexer",
+            "overlord",
+            "router"
+        ]
+    );
+    assert!(servers.iter().all(|s| s["plaintext_port"] == port));
+    let historical = &servers[2];
+    assert_eq!(historical["tier"], "_default_tier");
+    let active_size =
+        server.sql("SELECT \"size\" FROM sys.segments WHERE is_active = 1")[0]["size"].clone();
+    assert_eq!(historical["current_size"], active_size);
+    assert_eq!(servers[1]["is_leader"], 1);
+
+    assert!(server.sql("SELECT * FROM sys.supervisors").is_empty());
+    let props = server.sql(
+        "SELECT \"value\" FROM sys.server_properties WHERE property = 'service.plaintextPort'",
+    );
+    assert_eq!(props, vec![json!({"value": port.to_string()})]);
 }
