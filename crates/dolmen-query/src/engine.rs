@@ -191,6 +191,8 @@ pub struct PreparedQuery {
     pub time_zone: Zone,
     /// `sqlOuterLimit`: at most this many result rows.
     pub outer_limit: Option<usize>,
+    /// `useApproximateCountDistinct` (default true): `COUNT(DISTINCT x)` is approximate.
+    pub approximate_count_distinct: bool,
 }
 
 /// A context value that must be a non-negative integer (a JSON number or numeric string).
@@ -327,6 +329,17 @@ impl QueryEngine {
                 "context.priority: [{p}] is not an integer"
             )));
         }
+        let approximate_count_distinct = match context.get("useApproximateCountDistinct") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => true,
+            Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => false,
+            Some(v) => {
+                return Err(QueryError::InvalidInput(format!(
+                    "context.useApproximateCountDistinct: [{v}] is not a boolean"
+                )));
+            }
+        };
         let query_id = text("sqlQueryId").unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         Ok(PreparedQuery {
             sql,
@@ -336,6 +349,7 @@ impl QueryEngine {
             timeout,
             time_zone,
             outer_limit,
+            approximate_count_distinct,
         })
     }
 
@@ -354,7 +368,8 @@ impl QueryEngine {
         if let datafusion::sql::parser::Statement::Statement(s) = &mut statement {
             crate::naming::name_unaliased_expressions(s);
         }
-        let opts = crate::rewrite::RewriteOptions::with_time_zone(p.time_zone);
+        let mut opts = crate::rewrite::RewriteOptions::with_time_zone(p.time_zone);
+        opts.approximate_count_distinct = p.approximate_count_distinct;
         let plan_err = |e| QueryError::from_datafusion(e, true);
         crate::rewrite::rewrite_df_statement(&mut statement, &opts).map_err(plan_err)?;
         let plan = state.statement_to_plan(statement).await.map_err(plan_err)?;

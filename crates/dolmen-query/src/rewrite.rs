@@ -18,6 +18,7 @@
 //! | `DATE_TRUNC('unit', ts)` | `TIME_FLOOR(ts, 'P1D')` | `sqlTimeZone`, and Druid's `decade`/`century`/`millennium` |
 //! | `TIMESTAMPADD(unit, n, ts)` | `TIME_SHIFT(ts, 'PT1H', n)` | not in DataFusion |
 //! | `TIMESTAMPDIFF(unit, a, b)` | `(TIMESTAMP_TO_MILLIS(b) - TIMESTAMP_TO_MILLIS(a)) / ms` or `SUBTRACT_MONTHS(b, a) / k` | not in DataFusion |
+//! | `COUNT(DISTINCT x)` with `useApproximateCountDistinct` | `APPROX_COUNT_DISTINCT(x)` | Druid's default: approximate |
 //!
 //! When planning ([`sql_to_logical_plan`]), unaliased select items that are not column
 //! references are also named `EXPR$n`, as Calcite names them (see [`crate::naming`]).
@@ -41,9 +42,9 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, CeilFloorKind, DataType as SqlDataType, DateTimeField, Expr, Function,
-    FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName,
-    Statement, TimezoneInfo, Value, visit_expressions_mut,
+    BinaryOperator, CeilFloorKind, DataType as SqlDataType, DateTimeField, DuplicateTreatment,
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
+    ObjectName, Statement, TimezoneInfo, Value, visit_expressions_mut,
 };
 
 use dolmen_common::time::parse_iso_in_zone;
@@ -55,6 +56,10 @@ pub struct RewriteOptions {
     /// Druid's `sqlTimeZone` context parameter. `None` or UTC leaves time zones at UTC (the
     /// functions' default); any other zone is applied as described in the module docs.
     pub time_zone: Option<Zone>,
+    /// Druid's `useApproximateCountDistinct`: `COUNT(DISTINCT x)` becomes
+    /// `APPROX_COUNT_DISTINCT(x)` ([`crate::functions::approx`]). Druid's default is true; the
+    /// engine passes the request's value.
+    pub approximate_count_distinct: bool,
 }
 
 impl RewriteOptions {
@@ -62,6 +67,7 @@ impl RewriteOptions {
     pub fn with_time_zone(tz: Zone) -> Self {
         RewriteOptions {
             time_zone: Some(tz),
+            approximate_count_distinct: false,
         }
     }
 
@@ -457,6 +463,19 @@ fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
                 && let Ok(ms) = parse_iso_in_zone(s, tz)
             {
                 *expr = function_call("millis_to_timestamp", vec![number_lit(ms)]);
+            }
+        }
+        Expr::Function(f)
+            if opts.approximate_count_distinct
+                && f.over.is_none()
+                && ident_name(f).as_deref() == Some("count")
+                && matches!(&f.args, FunctionArguments::List(l)
+                    if l.duplicate_treatment == Some(DuplicateTreatment::Distinct)
+                        && l.args.len() == 1) =>
+        {
+            f.name = ObjectName::from(vec![Ident::new("approx_count_distinct")]);
+            if let FunctionArguments::List(l) = &mut f.args {
+                l.duplicate_treatment = None;
             }
         }
         Expr::Function(f) if f.over.is_none() && f.filter.is_none() => {

@@ -38,6 +38,7 @@
 //! `TIME_EXTRACT(.., 'MICROSECOND')` is epoch seconds / 1000, `DOW` is ISO (Monday = 1), and
 //! `CENTURY`/`MILLENNIUM` round up.
 
+pub mod approx;
 pub mod period;
 
 use std::sync::Arc;
@@ -232,6 +233,7 @@ pub fn register_druid_functions(ctx: &SessionContext) {
     for udf in druid_udfs() {
         ctx.register_udf(udf);
     }
+    ctx.register_udaf(approx::approx_count_distinct());
 }
 
 fn is_string(dt: &DataType) -> bool {

@@ -350,3 +350,50 @@ fn sys_tables_report_segments_tasks_and_the_server() {
     );
     assert_eq!(props, vec![json!({"value": port.to_string()})]);
 }
+
+#[test]
+fn count_distinct_is_approximate_unless_the_context_says_otherwise() {
+    let (_dir, server) = loaded();
+    let exact = server.sql("SELECT COUNT(*) AS n FROM (SELECT DISTINCT \"user\" FROM wikipedia)")
+        [0]["n"]
+        .as_i64()
+        .unwrap();
+    let approx = server.sql(
+        "SELECT COUNT(DISTINCT \"user\") AS a, APPROX_COUNT_DISTINCT(\"user\") AS b, \
+         APPROX_COUNT_DISTINCT(added) AS c FROM wikipedia",
+    );
+    let (a, b) = (
+        approx[0]["a"].as_i64().unwrap(),
+        approx[0]["b"].as_i64().unwrap(),
+    );
+    assert_eq!(a, b, "COUNT(DISTINCT) is APPROX_COUNT_DISTINCT by default");
+    let err = (a - exact).abs() as f64 / exact as f64;
+    assert!(err < 0.05, "estimate {a} vs exact {exact}");
+    assert!(approx[0]["c"].as_i64().unwrap() > 0);
+
+    // With useApproximateCountDistinct = false (context or SET) the count is exact.
+    for body in [
+        json!({"query": "SELECT COUNT(DISTINCT \"user\") AS a FROM wikipedia",
+               "context": {"useApproximateCountDistinct": false}}),
+        json!({"query": "SET useApproximateCountDistinct = false; \
+                         SELECT COUNT(DISTINCT \"user\") AS a FROM wikipedia"}),
+    ] {
+        let (code, rows) = server.post_json("/service/v2/sql", &body);
+        assert_eq!(code, 200, "{rows}");
+        assert_eq!(rows[0]["a"], exact, "{body}");
+    }
+    // Per group, with the other aggregates, and typed BIGINT.
+    let (code, body) = server.post_json(
+        "/service/v2/sql",
+        &json!({"query": "SELECT channel, COUNT(DISTINCT \"user\") AS u FROM wikipedia \
+                          GROUP BY channel ORDER BY u DESC LIMIT 1",
+                "resultFormat": "array", "header": true, "sqlTypesHeader": true}),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body[1], json!(["VARCHAR", "BIGINT"]));
+    let (code, body) = server.post_json(
+        "/service/v2/sql",
+        &json!({"query": "SELECT 1", "context": {"useApproximateCountDistinct": "maybe"}}),
+    );
+    assert_eq!(code, 400, "{body}");
+}
