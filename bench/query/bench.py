@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Query benchmark: Dolmen over HTTP against DuckDB (native table and Parquet) and DataFusion
+(Parquet), on the same generated 10M-row events table, in the same run.
+
+The table is the ingestion benchmark's (``bench/ingest/bench.py``: ``__time`` over 30 days of
+2026-01, ``channel`` card 50, ``page`` 200k, ``user`` 50k, ``countryName`` 200 with 70% nulls,
+``isRobot``, ``added``, ``deleted``, ``delta``). Dolmen loads ``events.parquet`` through its own
+native batch ingestion (DAY segments); DuckDB gets a native table (``CREATE TABLE AS``) and a
+view over the Parquet file; DataFusion (PyPI ``datafusion``) registers the Parquet file.
+
+Queries (Druid SQL for Dolmen, the same question in each peer's dialect):
+
+* Q1 ``COUNT(*)``
+* Q2 top channels by count with ``SUM(added)``
+* Q3 hourly counts over one day (Q3x: the same without the time filter, for the 10% rule)
+* Q4 top 10 pages by ``SUM(delta)`` for one country. The issue names ``'United States'``; the
+  generated country names are ``country-N``, so the filter is ``countryName = 'country-7'``
+  (0.15% of rows), which keeps the query's shape and selectivity meaningful.
+* Q5 exact and approximate distinct users (two queries: Q5e, Q5a)
+* Q6 every row whose ``page`` equals one value
+
+Each query runs once to warm up, then ``--runs`` times (default 5); the table reports medians
+in ms, timed at the client (Dolmen: the HTTP round trip including JSON encoding). Usage::
+
+    scripts/bench-query.sh [--rows N] [--runs K]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+
+import duckdb
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ingest"))
+import bench as ingest  # noqa: E402
+
+DAY = "2026-01-15"
+NEXT = "2026-01-16"
+COUNTRY = "country-7"
+PAGE = "page-12345"
+
+# name -> (Dolmen SQL, DuckDB SQL, DataFusion SQL); None: same as the previous dialect.
+QUERIES = {
+    "Q1": ("SELECT COUNT(*) AS c FROM events", None, None),
+    "Q2": (
+        "SELECT channel, COUNT(*) AS c, SUM(added) AS s FROM events "
+        "GROUP BY channel ORDER BY c DESC LIMIT 10",
+        None,
+        None,
+    ),
+    "Q3": (
+        f"SELECT TIME_FLOOR(__time, 'PT1H') AS h, COUNT(*) AS c FROM events "
+        f"WHERE __time >= TIMESTAMP '{DAY} 00:00:00' AND __time < TIMESTAMP '{NEXT} 00:00:00' "
+        f"GROUP BY 1 ORDER BY 1",
+        f"SELECT date_trunc('hour', __time) AS h, COUNT(*) AS c FROM events "
+        f"WHERE __time >= TIMESTAMP '{DAY} 00:00:00' AND __time < TIMESTAMP '{NEXT} 00:00:00' "
+        f"GROUP BY 1 ORDER BY 1",
+        None,
+    ),
+    "Q3x": (
+        "SELECT TIME_FLOOR(__time, 'PT1H') AS h, COUNT(*) AS c FROM events GROUP BY 1 ORDER BY 1",
+        "SELECT date_trunc('hour', __time) AS h, COUNT(*) AS c FROM events GROUP BY 1 ORDER BY 1",
+        None,
+    ),
+    "Q4": (
+        f"SELECT page, SUM(delta) AS d FROM events WHERE \"countryName\" = '{COUNTRY}' "
+        f"GROUP BY page ORDER BY d DESC LIMIT 10",
+        None,
+        None,
+    ),
+    "Q5e": ('SELECT COUNT(DISTINCT "user") AS u FROM events', None, None),
+    "Q5a": (
+        'SELECT APPROX_COUNT_DISTINCT("user") AS u FROM events',
+        'SELECT approx_count_distinct("user") AS u FROM events',
+        'SELECT approx_distinct("user") AS u FROM events',
+    ),
+    "Q6": (f"SELECT * FROM events WHERE page = '{PAGE}'", None, None),
+}
+
+
+def dialects(q):
+    dolmen, duck, df = q
+    duck = duck or dolmen
+    df = df or duck
+    return dolmen, duck, df
+
+
+def dolmen_sql(base, sql):
+    body = {"query": sql, "resultFormat": "array"}
+    if "COUNT(DISTINCT" in sql:
+        body["context"] = {"useApproximateCountDistinct": False}
+    req = urllib.request.Request(f"{base}/druid/v2/sql", data=json.dumps(body).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+
+def timed(fn, runs):
+    fn()  # warm-up
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1000)
+    return statistics.median(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--data", default=os.path.join(os.getcwd(), "target", "bench-data"))
+    ap.add_argument("--dolmen", required=True, help="path to a release dolmen binary")
+    args = ap.parse_args()
+    import datafusion
+
+    data_dir = os.path.join(args.data, str(args.rows))
+    ingest.generate(data_dir, args.rows)
+    parquet = os.path.join(data_dir, "events.parquet")
+
+    work = tempfile.mkdtemp(prefix="dolmen-qbench-")
+    proc, base = ingest.start_dolmen(args.dolmen, work)
+    try:
+        spec = ingest.spec("events", data_dir, "events.parquet", {"type": "parquet"})
+        load_s = ingest.dolmen_load(base, "events", spec, args.rows)
+        print(f"Dolmen loaded {args.rows} rows in {load_s:.1f} s", file=sys.stderr)
+
+        duck_native = duckdb.connect()
+        duck_native.execute("SET enable_progress_bar = false")
+        duck_native.execute(f"CREATE TABLE events AS SELECT * FROM read_parquet('{parquet}')")
+        duck_parquet = duckdb.connect()
+        duck_parquet.execute("SET enable_progress_bar = false")
+        duck_parquet.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet('{parquet}')")
+        df_ctx = datafusion.SessionContext()
+        df_ctx.register_parquet("events", parquet)
+
+        rows = []
+        for name, q in QUERIES.items():
+            d_sql, duck_sql, df_sql = dialects(q)
+            got = dolmen_sql(base, d_sql)
+            want = duck_native.execute(duck_sql).fetchall()
+            if name not in ("Q5a", "Q6") and len(got) != len(want):
+                raise RuntimeError(f"{name}: Dolmen {len(got)} rows, DuckDB {len(want)}")
+            d = timed(lambda: dolmen_sql(base, d_sql), args.runs)
+            n = timed(lambda: duck_native.execute(duck_sql).fetchall(), args.runs)
+            p = timed(lambda: duck_parquet.execute(duck_sql).fetchall(), args.runs)
+            f = timed(lambda: df_ctx.sql(df_sql).collect(), args.runs)
+            rows.append((name, d, n, p, f))
+            print(f"{name}: dolmen {d:.1f} ms, duckdb {n:.1f} / {p:.1f} ms, datafusion {f:.1f} ms",
+                  file=sys.stderr)
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\n{args.rows} rows, {os.cpu_count()} cores, median of {args.runs} hot runs, ms\n")
+    print("| query | Dolmen | DuckDB native | DuckDB Parquet | DataFusion Parquet | Dolmen / fastest peer |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, d, n, p, f in rows:
+        print(f"| {name} | {d:.1f} | {n:.1f} | {p:.1f} | {f:.1f} | {d / min(n, p, f):.2f}x |")
+    main_rows = [r for r in rows if r[0] != "Q3x"]
+    sums = [sum(r[i] for r in main_rows) for i in range(1, 5)]
+    print(f"| sum (Q1-Q6) | {sums[0]:.1f} | {sums[1]:.1f} | {sums[2]:.1f} | {sums[3]:.1f} | "
+          f"{sums[0] / min(sums[1:]):.2f}x |")
+    q3 = next(r for r in rows if r[0] == "Q3")[1]
+    q3x = next(r for r in rows if r[0] == "Q3x")[1]
+    print(f"\nQ3 / Q3x (Dolmen, time filter vs none): {q3 / q3x:.2f}")
+
+
+if __name__ == "__main__":
+    main()
