@@ -185,7 +185,8 @@ pub struct PreparedQuery {
     pub context: Map<String, Value>,
     /// `sqlQueryId`, or a generated UUID.
     pub query_id: String,
-    /// `timeout` (ms): the query fails with "Query timeout" (504) when it runs longer.
+    /// `timeout` (ms; 0 or absent: none): the query fails with "Query timeout" (504) when it
+    /// runs longer.
     pub timeout: Option<Duration>,
     /// `sqlTimeZone` (UTC by default).
     pub time_zone: Zone,
@@ -317,7 +318,10 @@ impl QueryEngine {
                 .map_err(|e| QueryError::InvalidInput(format!("context.sqlTimeZone: {e}")))?,
             None => Zone::Utc,
         };
-        let timeout = context_count(&context, "timeout")?.map(Duration::from_millis);
+        // Druid: 0 means no timeout.
+        let timeout = context_count(&context, "timeout")?
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis);
         let outer_limit = context_count(&context, "sqlOuterLimit")?
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         if let Some(p) = context.get("priority")

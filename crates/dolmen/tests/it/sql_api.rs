@@ -83,10 +83,11 @@ fn parameters_set_statements_and_context_keys() {
     // The first edit is at 2015-09-12T00:46:58.771Z: 17:46 the day before in Los Angeles.
     assert_eq!(first, "2015-09-11T17:46:58.771-07:00", "{body}");
 
-    // sqlOuterLimit from the context alone; unknown keys and an integer priority are accepted.
+    // sqlOuterLimit from the context alone; unknown keys, an integer priority and a timeout of 0
+    // (none, as in Druid) are accepted.
     let (code, body) = sql(json!({
         "query": "SELECT channel FROM wikipedia",
-        "context": {"sqlOuterLimit": 2, "priority": 5, "someFutureKey": {"x": 1}}
+        "context": {"sqlOuterLimit": 2, "priority": 5, "someFutureKey": {"x": 1}, "timeout": 0}
     }));
     assert_eq!(code, 200, "{body}");
     assert_eq!(body.as_array().unwrap().len(), 2);
