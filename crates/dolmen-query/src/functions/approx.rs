@@ -151,18 +151,15 @@ impl CardinalityAccumulator {
                 let plain = cast(a, v)?;
                 self.add_array(&plain)?;
             }
-            DataType::Boolean
-            | DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Timestamp(_, _)
-            | DataType::Date32
-            | DataType::Date64 => {
+            dt if super::is_integer(dt)
+                || matches!(
+                    dt,
+                    DataType::Boolean
+                        | DataType::Timestamp(_, _)
+                        | DataType::Date32
+                        | DataType::Date64
+                ) =>
+            {
                 let ms = match a.data_type() {
                     DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64 => cast(
                         a,
