@@ -24,7 +24,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider};
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::stats::Precision;
+use datafusion::common::{DFSchema, ScalarValue, Statistics};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
@@ -256,10 +257,19 @@ impl TableProvider for DatasourceTable {
                     .ensure_loaded(s)
                     .await
                     .map_err(|err| DataFusionError::External(Box::new(err)))?;
-                files.push(PartitionedFile::new(
-                    path.to_string_lossy().to_string(),
-                    s.size,
-                ));
+                // The segment's row count is exact (recorded at publish), so an unfiltered
+                // COUNT(*) is answered from it without reading the file.
+                let stats = Statistics {
+                    num_rows: Precision::Exact(usize::try_from(s.num_rows).unwrap_or(usize::MAX)),
+                    total_byte_size: Precision::Exact(
+                        usize::try_from(s.size).unwrap_or(usize::MAX),
+                    ),
+                    column_statistics: Statistics::unknown_column(&self.schema),
+                };
+                files.push(
+                    PartitionedFile::new(path.to_string_lossy().to_string(), s.size)
+                        .with_statistics(Arc::new(stats)),
+                );
             }
             if e.is_whole() {
                 whole.extend(files);
@@ -296,6 +306,25 @@ impl DatasourceTable {
         if let Some(p) = predicate {
             source = source.with_predicate(p);
         }
+        // Table statistics: the sum of the segments' exact row counts and sizes (DataFusion
+        // marks them inexact itself once a predicate is pushed into the scan).
+        let mut stats = Statistics::new_unknown(&self.schema);
+        let mut rows = Precision::Exact(0usize);
+        let mut bytes = Precision::Exact(0usize);
+        for f in &files {
+            match &f.statistics {
+                Some(fs) => {
+                    rows = rows.add(&fs.num_rows);
+                    bytes = bytes.add(&fs.total_byte_size);
+                }
+                None => {
+                    rows = Precision::Absent;
+                    bytes = Precision::Absent;
+                }
+            }
+        }
+        stats.num_rows = rows;
+        stats.total_byte_size = bytes;
         let n = target.min(files.len()).max(1);
         let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); n];
         for (i, f) in files.into_iter().enumerate() {
@@ -304,6 +333,7 @@ impl DatasourceTable {
         let config =
             FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
                 .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
+                .with_statistics(stats)
                 .with_projection_indices(projection.cloned())?
                 .with_limit(limit)
                 .build();

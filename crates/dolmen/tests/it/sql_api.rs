@@ -398,3 +398,30 @@ fn count_distinct_is_approximate_unless_the_context_says_otherwise() {
     );
     assert_eq!(code, 400, "{body}");
 }
+
+#[test]
+fn an_unfiltered_count_is_answered_from_segment_row_counts() {
+    let (_dir, server) = loaded();
+    let plan = |sql: &str| {
+        let rows = server.sql(&format!("EXPLAIN {sql}"));
+        rows.iter()
+            .filter(|r| r["plan_type"] == "physical_plan")
+            .map(|r| r["plan"].as_str().unwrap().to_string())
+            .collect::<String>()
+    };
+    // No filter: the exact row counts recorded at publish answer it; no file is scanned.
+    let p = plan("SELECT COUNT(*) FROM wikipedia");
+    assert!(!p.contains("DataSourceExec"), "{p}");
+    assert_eq!(
+        server.sql("SELECT COUNT(*) AS c FROM wikipedia")[0]["c"],
+        39244
+    );
+    // A filter needs the rows: the scan stays, and the answer is right.
+    let p = plan("SELECT COUNT(*) FROM wikipedia WHERE channel = '#en.wikipedia'");
+    assert!(p.contains("DataSourceExec"), "{p}");
+    let c = server.sql("SELECT COUNT(*) AS c FROM wikipedia WHERE channel = '#en.wikipedia'");
+    assert_eq!(c[0]["c"], 11549);
+    let c = server
+        .sql("SELECT COUNT(*) AS c FROM wikipedia WHERE __time < TIMESTAMP '2015-09-12 12:00:00'");
+    assert!(c[0]["c"].as_i64().unwrap() < 39244);
+}
