@@ -156,6 +156,63 @@ impl QueryError {
     }
 }
 
+/// A SQL parse error in Druid's words (reference-behaviour "Parse-error messages"):
+/// `Received an unexpected token [X] (line [L], column [C]), acceptable options: [...]` for a
+/// parser error (the end of the text is `<EOF>` at the position after the last character), and
+/// `Lexical error at line [L], column [C]: ...` for a tokenizer error. `None` for other errors.
+/// Positions are 1-based, in characters; a `?` parameter before the error on the same line
+/// shifts the column by one (parameters are renumbered `$n` before parsing).
+fn druid_parse_message(e: &DataFusionError, sql: &str) -> Option<String> {
+    use datafusion::sql::sqlparser::parser::ParserError;
+    let DataFusionError::SQL(pe, _) = e.find_root() else {
+        return None;
+    };
+    let split_location = |m: &str| -> (String, Option<(String, String)>) {
+        match m.rsplit_once(" at Line: ") {
+            Some((head, loc)) => {
+                let (l, c) = loc.split_once(", Column: ").unwrap_or((loc, "?"));
+                (head.to_string(), Some((l.to_string(), c.to_string())))
+            }
+            None => (m.to_string(), None),
+        }
+    };
+    let end_of_text = || {
+        let line = sql.split('\n').count();
+        let column = sql.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line.to_string(), column.to_string())
+    };
+    Some(match pe.as_ref() {
+        ParserError::ParserError(m) => {
+            let (head, loc) = split_location(m);
+            let Some((expected, found)) = head
+                .strip_prefix("Expected: ")
+                .and_then(|h| h.rsplit_once(", found: "))
+            else {
+                return Some(match loc {
+                    Some((l, c)) => format!("{head} (line [{l}], column [{c}])"),
+                    None => head,
+                });
+            };
+            let (token, (l, c)) = if found == "EOF" {
+                ("<EOF>".to_string(), loc.unwrap_or_else(end_of_text))
+            } else {
+                (found.to_string(), loc.unwrap_or_else(end_of_text))
+            };
+            format!(
+                "Received an unexpected token [{token}] (line [{l}], column [{c}]), acceptable options: [{expected}]"
+            )
+        }
+        ParserError::TokenizerError(m) => {
+            let (head, loc) = split_location(m);
+            let (l, c) = loc.unwrap_or_else(end_of_text);
+            format!("Lexical error at line [{l}], column [{c}]: {head}")
+        }
+        ParserError::RecursionLimitExceeded => {
+            "The query is nested too deeply to parse (recursion limit exceeded)".to_string()
+        }
+    })
+}
+
 /// Rewrites DataFusion's wording into Druid's where clients look for it.
 fn druid_message(m: &str) -> String {
     let m = m
@@ -303,8 +360,12 @@ impl QueryEngine {
         if q.query.trim().is_empty() {
             return Err(QueryError::InvalidInput("Empty query".into()));
         }
-        let sql = crate::request::parse_request_sql(&self.ctx.state(), &q.query)
-            .map_err(|e| QueryError::from_datafusion(e, true))?;
+        let sql = crate::request::parse_request_sql(&self.ctx.state(), &q.query).map_err(|e| {
+            match druid_parse_message(&e, &q.query) {
+                Some(m) => QueryError::Parse(m),
+                None => QueryError::from_datafusion(e, true),
+            }
+        })?;
         let context = sql.effective_context(q.context.as_ref());
         let text = |key: &str| {
             context.get(key).and_then(|v| match v {
@@ -499,6 +560,27 @@ fn parameter_value(i: usize, p: &SqlParameter) -> Result<ScalarValue, QueryError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_errors_read_like_druid() {
+        let engine_err = |sql: &str| {
+            let ctx = SessionContext::new();
+            let e = crate::request::parse_request_sql(&ctx.state(), sql).unwrap_err();
+            druid_parse_message(&e, sql).unwrap()
+        };
+        assert_eq!(
+            engine_err("SELEC 1"),
+            "Received an unexpected token [SELEC] (line [1], column [1]), acceptable options: [an SQL statement]"
+        );
+        assert_eq!(
+            engine_err("SELECT *\nFROM"),
+            "Received an unexpected token [<EOF>] (line [2], column [5]), acceptable options: [identifier]"
+        );
+        assert_eq!(
+            engine_err("SELECT 'abc"),
+            "Lexical error at line [1], column [8]: Unterminated string literal"
+        );
+    }
 
     #[test]
     fn table_not_found_reads_like_druid() {

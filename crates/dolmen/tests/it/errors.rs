@@ -149,7 +149,11 @@ fn bad_sql_and_unknown_ids_get_clear_errors() {
     let (code, body) = server.post_json("/service/v2/sql", &json!({"query": "SELEC 1"}));
     assert_eq!(code, 400, "{body}");
     assert_eq!(body["error"], "SQL parse failed");
-    assert!(body["errorMessage"].is_string());
+    assert_eq!(
+        body["errorMessage"],
+        "Received an unexpected token [SELEC] (line [1], column [1]), acceptable options: \
+         [an SQL statement]"
+    );
     assert!(body["errorClass"].is_string());
     assert!(body["host"].is_string());
 
