@@ -66,12 +66,18 @@ pub struct SqlParameter {
 impl SqlQuery {
     /// A context value as a string.
     pub fn context_str(&self, key: &str) -> Option<String> {
-        self.context.as_ref()?.get(key).and_then(|v| match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Null => None,
-            other => Some(other.to_string()),
-        })
+        context_text(self.context.as_ref()?, key)
     }
+}
+
+/// A context value as text: a string as it is, another JSON value as its JSON text, `null` or
+/// absent as `None`.
+fn context_text(ctx: &Map<String, Value>, key: &str) -> Option<String> {
+    ctx.get(key).and_then(|v| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    })
 }
 
 /// Why a query failed; each kind carries Druid's legacy `error` code.
@@ -193,11 +199,8 @@ fn druid_parse_message(e: &DataFusionError, sql: &str) -> Option<String> {
                     None => head,
                 });
             };
-            let (token, (l, c)) = if found == "EOF" {
-                ("<EOF>".to_string(), loc.unwrap_or_else(end_of_text))
-            } else {
-                (found.to_string(), loc.unwrap_or_else(end_of_text))
-            };
+            let token = if found == "EOF" { "<EOF>" } else { found };
+            let (l, c) = loc.unwrap_or_else(end_of_text);
             format!(
                 "Received an unexpected token [{token}] (line [{l}], column [{c}]), acceptable options: [{expected}]"
             )
@@ -367,13 +370,7 @@ impl QueryEngine {
             }
         })?;
         let context = sql.effective_context(q.context.as_ref());
-        let text = |key: &str| {
-            context.get(key).and_then(|v| match v {
-                Value::String(s) => Some(s.clone()),
-                Value::Null => None,
-                other => Some(other.to_string()),
-            })
-        };
+        let text = |key: &str| context_text(&context, key);
         let time_zone = match text("sqlTimeZone") {
             Some(tz) => parse_time_zone(&tz)
                 .map_err(|e| QueryError::InvalidInput(format!("context.sqlTimeZone: {e}")))?,
@@ -428,16 +425,13 @@ impl QueryEngine {
         p: &PreparedQuery,
     ) -> Result<(SessionContext, LogicalPlan), QueryError> {
         let ctx = self.session();
-        let state = ctx.state();
-        let mut statement = p.sql.statement.clone();
-        if let datafusion::sql::parser::Statement::Statement(s) = &mut statement {
-            crate::naming::name_unaliased_expressions(s);
-        }
         let mut opts = crate::rewrite::RewriteOptions::with_time_zone(p.time_zone);
         opts.approximate_count_distinct = p.approximate_count_distinct;
         let plan_err = |e| QueryError::from_datafusion(e, true);
-        crate::rewrite::rewrite_df_statement(&mut statement, &opts).map_err(plan_err)?;
-        let plan = state.statement_to_plan(statement).await.map_err(plan_err)?;
+        let plan =
+            crate::rewrite::statement_to_logical_plan(&ctx.state(), p.sql.statement.clone(), &opts)
+                .await
+                .map_err(plan_err)?;
         crate::rewrite::read_only()
             .verify_plan(&plan)
             .map_err(plan_err)?;

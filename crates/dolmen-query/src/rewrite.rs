@@ -170,7 +170,20 @@ pub async fn sql_to_logical_plan(
     opts: &RewriteOptions,
 ) -> Result<LogicalPlan> {
     let dialect = state.config().options().sql_parser.dialect;
-    let mut stmt = state.sql_to_statement(sql, &dialect)?;
+    let stmt = state.sql_to_statement(sql, &dialect)?;
+    statement_to_logical_plan(state, stmt, opts).await
+}
+
+/// Names unaliased select items (`EXPR$n`), applies the Druid rewrites and plans an already
+/// parsed statement into an (unoptimized) [`LogicalPlan`].
+///
+/// # Errors
+/// Rewrite and planning errors.
+pub async fn statement_to_logical_plan(
+    state: &SessionState,
+    mut stmt: DFStatement,
+    opts: &RewriteOptions,
+) -> Result<LogicalPlan> {
     if let DFStatement::Statement(s) = &mut stmt {
         crate::naming::name_unaliased_expressions(s);
     }
