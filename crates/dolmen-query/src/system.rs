@@ -127,97 +127,75 @@ impl InformationSchema {
 
     fn build(&self, name: &str) -> Option<RecordBatch> {
         let schema = table_schema(name)?;
-        let columns: Vec<ArrayRef> = match name {
+        let mut b = Columns::new(&schema);
+        match name {
             "SCHEMATA" => {
-                let mut c = strings(7);
                 let schemas: &[&str] = if self.with_sys {
                     &[DRUID_SCHEMA, INFORMATION_SCHEMA, SYS_SCHEMA]
                 } else {
                     &[DRUID_SCHEMA, INFORMATION_SCHEMA]
                 };
                 for s in schemas {
-                    c[0].append_value(CATALOG);
-                    c[1].append_value(s);
-                    for b in &mut c[2..] {
-                        b.append_null();
+                    b.text(0, Some(CATALOG));
+                    b.text(1, Some(s));
+                    for i in 2..7 {
+                        b.text(i, None);
                     }
                 }
-                finish(c)
             }
             "TABLES" => {
-                let mut c = strings(6);
                 for (schema, table, ty, _) in self.tables() {
-                    for (b, v) in c.iter_mut().zip([CATALOG, schema, &table, ty, "NO", "NO"]) {
-                        b.append_value(v);
+                    for (i, v) in [CATALOG, schema, &table, ty, "NO", "NO"]
+                        .into_iter()
+                        .enumerate()
+                    {
+                        b.text(i, Some(v));
                     }
                 }
-                finish(c)
             }
-            "COLUMNS" => self.columns(),
+            "COLUMNS" => self.columns(&mut b),
             "ROUTINES" => {
-                let mut c = strings(6);
                 for r in &self.routines {
-                    c[0].append_value(CATALOG);
-                    c[1].append_value(INFORMATION_SCHEMA);
-                    c[2].append_value(&r.name);
-                    c[3].append_value("FUNCTION");
-                    c[4].append_value(if r.aggregator { "YES" } else { "NO" });
-                    c[5].append_null();
+                    b.text(0, Some(CATALOG));
+                    b.text(1, Some(INFORMATION_SCHEMA));
+                    b.text(2, Some(&r.name));
+                    b.text(3, Some("FUNCTION"));
+                    b.text(4, Some(if r.aggregator { "YES" } else { "NO" }));
+                    b.text(5, None);
                 }
-                finish(c)
             }
             _ => return None,
-        };
-        RecordBatch::try_new(schema, columns).ok()
+        }
+        RecordBatch::try_new(schema, b.finish()).ok()
     }
 
-    fn columns(&self) -> Vec<ArrayRef> {
-        let mut text = strings(4);
-        let mut ordinal = Int64Builder::new();
-        let mut default_nullable_type = strings(3);
-        let mut numbers: Vec<Int64Builder> = (0..6).map(|_| Int64Builder::new()).collect();
-        let mut charset = strings(2);
-        let mut jdbc = Int64Builder::new();
+    fn columns(&self, b: &mut Columns) {
         for (schema, table, _, fields) in self.tables() {
             for (i, f) in fields.fields().iter().enumerate() {
                 let info = ColumnInfo::from_field(f);
                 let sql = info.sql_type.as_str();
-                for (b, v) in text.iter_mut().zip([CATALOG, schema, &table, f.name()]) {
-                    b.append_value(v);
-                }
-                ordinal.append_value(i as i64 + 1);
-                default_nullable_type[0].append_value("");
-                default_nullable_type[1].append_value(if f.is_nullable() { "YES" } else { "NO" });
-                default_nullable_type[2].append_value(sql);
                 let t = sql_type_facts(sql);
+                let varchar = sql == "VARCHAR";
+                b.text(0, Some(CATALOG));
+                b.text(1, Some(schema));
+                b.text(2, Some(&table));
+                b.text(3, Some(f.name()));
+                b.long(4, Some(i as i64 + 1));
+                b.text(5, Some(""));
+                b.text(6, Some(if f.is_nullable() { "YES" } else { "NO" }));
+                b.text(7, Some(sql));
                 // CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH: not reported.
-                numbers[0].append_null();
-                numbers[1].append_null();
-                numbers[2].append_option(t.precision);
-                numbers[3].append_option(t.precision.map(|_| 10));
-                numbers[4].append_option(t.scale);
-                numbers[5].append_option(t.datetime_precision);
-                if sql == "VARCHAR" {
-                    charset[0].append_value("UTF-16LE");
-                    charset[1].append_value("UTF-16LE$en_US$primary");
-                } else {
-                    charset[0].append_null();
-                    charset[1].append_null();
-                }
-                jdbc.append_value(t.jdbc);
+                b.long(8, None);
+                b.long(9, None);
+                b.long(10, t.precision);
+                b.long(11, t.precision.map(|_| 10));
+                b.long(12, t.scale);
+                b.long(13, t.datetime_precision);
+                b.text(14, varchar.then_some("UTF-16LE"));
+                b.text(15, varchar.then_some("UTF-16LE$en_US$primary"));
+                b.long(16, Some(t.jdbc));
             }
         }
-        let mut out = finish(text);
-        out.push(Arc::new(ordinal.finish()));
-        out.extend(finish(default_nullable_type));
-        out.extend(
-            numbers
-                .into_iter()
-                .map(|mut b| Arc::new(b.finish()) as ArrayRef),
-        );
-        out.extend(finish(charset));
-        out.push(Arc::new(jdbc.finish()));
-        out
     }
 }
 
@@ -252,17 +230,6 @@ fn sql_type_facts(sql: &str) -> SqlTypeFacts {
         datetime_precision,
         jdbc,
     }
-}
-
-fn strings(n: usize) -> Vec<StringBuilder> {
-    (0..n).map(|_| StringBuilder::new()).collect()
-}
-
-fn finish(builders: Vec<StringBuilder>) -> Vec<ArrayRef> {
-    builders
-        .into_iter()
-        .map(|mut b| Arc::new(b.finish()) as ArrayRef)
-        .collect()
 }
 
 /// The columns of an `INFORMATION_SCHEMA` table, in Druid's order.
@@ -548,7 +515,7 @@ fn name_list_json(names: &str) -> String {
     serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
 }
 
-/// Column builders for a schema of `Utf8` and `Int64` fields.
+/// Column builders for a schema of `Utf8` and `Int64` fields (every metadata table's).
 enum ColumnBuilder {
     Text(StringBuilder),
     Long(Int64Builder),
