@@ -123,28 +123,16 @@ impl CardinalityAccumulator {
                     self.hll.fold(&other);
                 }
             }
-            DataType::List(_) | DataType::LargeList(_) => {
-                let values = match a.data_type() {
-                    DataType::List(_) => a.as_list::<i32>().values().clone(),
-                    _ => a.as_list::<i64>().values().clone(),
-                };
-                // Only the values of non-null rows: slice through the offsets of each row.
-                let n = a.len();
-                for row in 0..n {
-                    if a.is_null(row) {
-                        continue;
-                    }
-                    let (start, end) = match a.data_type() {
-                        DataType::List(_) => {
-                            let o = a.as_list::<i32>().value_offsets();
-                            (o[row] as usize, o[row + 1] as usize)
-                        }
-                        _ => {
-                            let o = a.as_list::<i64>().value_offsets();
-                            (o[row] as usize, o[row + 1] as usize)
-                        }
-                    };
-                    self.add_array(&values.slice(start, end - start))?;
+            DataType::List(_) => {
+                let l = a.as_list::<i32>();
+                for row in (0..l.len()).filter(|r| l.is_valid(*r)) {
+                    self.add_array(&l.value(row))?;
+                }
+            }
+            DataType::LargeList(_) => {
+                let l = a.as_list::<i64>();
+                for row in (0..l.len()).filter(|r| l.is_valid(*r)) {
+                    self.add_array(&l.value(row))?;
                 }
             }
             DataType::Dictionary(_, v) => {
@@ -246,6 +234,19 @@ mod tests {
             panic!()
         };
         assert!((4800..5200).contains(&both), "{both}");
+        // Multi-value rows count each value; null rows count nothing.
+        let mut mv = CardinalityAccumulator::default();
+        let lists: ArrayRef = Arc::new(arrow::array::ListArray::from_iter_primitive::<
+            arrow::datatypes::Int64Type,
+            _,
+            _,
+        >([
+            Some(vec![Some(1), Some(2)]),
+            None,
+            Some(vec![Some(3)]),
+        ]));
+        mv.update_batch(&[lists]).unwrap();
+        assert_eq!(mv.evaluate().unwrap(), ScalarValue::Int64(Some(3)));
         // No rows: 0.
         assert_eq!(
             CardinalityAccumulator::default().evaluate().unwrap(),
