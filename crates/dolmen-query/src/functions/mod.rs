@@ -39,7 +39,10 @@
 //! `CENTURY`/`MILLENNIUM` round up.
 
 pub mod approx;
+pub mod arrays;
 pub mod period;
+pub mod scalar;
+pub mod sketches;
 
 use std::sync::Arc;
 
@@ -234,6 +237,20 @@ pub fn register_druid_functions(ctx: &SessionContext) {
         ctx.register_udf(udf);
     }
     ctx.register_udaf(approx::approx_count_distinct());
+    for udf in scalar::udfs()
+        .into_iter()
+        .chain(arrays::udfs())
+        .chain(sketches::udfs())
+    {
+        ctx.register_udf(udf);
+    }
+    for udaf in arrays::udafs()
+        .into_iter()
+        .chain(scalar::udafs())
+        .chain(sketches::udafs())
+    {
+        ctx.register_udaf(udaf);
+    }
 }
 
 fn is_string(dt: &DataType) -> bool {
