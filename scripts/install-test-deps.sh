@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages and services Dolmen's tests need on a fresh Debian machine.
-# The suite needs the Rust toolchain (with rustfmt and clippy) and an S3-compatible server (moto,
-# started below); later features add their services here (a Kafka-protocol broker, a Kinesis emulator,
-# PostgreSQL), each started on 127.0.0.1 only.
+# The suite needs the Rust toolchain (with rustfmt and clippy), an S3-compatible server (moto,
+# started below) and the pydruid Python client (a virtualenv); later features add their services
+# here (a Kafka-protocol broker, a Kinesis emulator, PostgreSQL), each started on 127.0.0.1 only.
 set -euo pipefail
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -64,3 +64,20 @@ else
   fi
   echo "S3 test server started at ${S3_ENDPOINT}"
 fi
+
+# --- Druid's Python clients for the client tests ----------------------------------------------
+# pydruid (DB-API and the SQLAlchemy `druid://` dialect) in a virtualenv under $DEPS_DIR, with
+# SQLAlchemy 1.4 as Superset pins it (pydruid 0.6's dialect predates SQLAlchemy 2's reflection
+# API); the tests find its interpreter through DOLMEN_TEST_PYTHON (scripts/test.sh exports it):
+#   export DOLMEN_TEST_PYTHON=$DEPS_DIR/clients/bin/python
+CLIENTS="$DEPS_DIR/clients"
+if ! "$CLIENTS/bin/python" -c 'import pydruid.db.sqlalchemy, sqlalchemy; assert sqlalchemy.__version__.startswith("1.4")' >/dev/null 2>&1; then
+  if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+  fi
+  mkdir -p "$DEPS_DIR"
+  python3 -m venv "$CLIENTS"
+  "$CLIENTS/bin/pip" install --quiet --disable-pip-version-check \
+    'pydruid[sqlalchemy]>=0.6.9,<0.7' 'sqlalchemy>=1.4,<2'
+fi
+echo "pydruid client environment ready at ${CLIENTS}"

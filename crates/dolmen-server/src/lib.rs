@@ -19,6 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::ServiceExt;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
@@ -31,6 +32,8 @@ use dolmen_storage::SegmentView;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower::Layer;
+use tower_http::normalize_path::NormalizePathLayer;
 
 /// Dolmen's version string (`GET /status`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -233,6 +236,9 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// Serves the router on a bound listener until `shutdown` is cancelled, then stops accepting
 /// and finishes in-flight requests.
 ///
+/// A trailing slash is trimmed from request paths before routing, as Druid's Jersey resources
+/// accept `/druid/v2/sql/` for `/druid/v2/sql` (pydruid's default path has the slash).
+///
 /// # Errors
 /// On a listener failure.
 pub async fn serve(
@@ -240,10 +246,10 @@ pub async fn serve(
     state: Arc<AppState>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = router(state);
+    let app = NormalizePathLayer::trim_trailing_slash().layer(router(state));
     axum::serve(
         listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
+        ServiceExt::<Request>::into_make_service_with_connect_info::<SocketAddr>(app),
     )
     .with_graceful_shutdown(async move { shutdown.cancelled().await })
     .await
