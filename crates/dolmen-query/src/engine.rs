@@ -470,6 +470,9 @@ impl QueryEngine {
     pub async fn execute_prepared(&self, p: &PreparedQuery) -> Result<QueryResult, QueryError> {
         let time_zone = p.time_zone;
         let (ctx, plan) = self.plan(p).await?;
+        if p.sql.explain {
+            return explain_result(&ctx, &plan, time_zone);
+        }
         let df = ctx
             .execute_logical_plan(plan)
             .await
@@ -494,6 +497,99 @@ impl QueryEngine {
         let p = self.prepare(q)?;
         self.execute_prepared(&p).await
     }
+}
+
+/// The answer to `EXPLAIN PLAN FOR <query>`: one row of Druid's three VARCHAR columns.
+///
+/// - `PLAN`: a JSON array with one object, in the shape Druid gives with
+///   `useNativeQueryExplain`: `query` (here `{"queryType": "dolmen", "plan": <DataFusion's
+///   optimized logical plan, indented text>}`: Dolmen has no native query language), `signature`
+///   (`[{"name", "type"}]`, Druid runtime types) and `columnMappings`
+///   (`[{"queryColumn", "outputColumn"}]`).
+/// - `RESOURCES`: the tables read, `[{"name", "type"}]` with type `DATASOURCE` for datasources
+///   and `SYSTEM_TABLE` for `sys`/`INFORMATION_SCHEMA` tables, sorted by name.
+/// - `ATTRIBUTES`: `{"statementType": "SELECT"}`.
+///
+/// # Errors
+/// A planning error if the optimizer rejects the plan.
+fn explain_result(
+    ctx: &SessionContext,
+    plan: &LogicalPlan,
+    time_zone: Zone,
+) -> Result<QueryResult, QueryError> {
+    use arrow::array::{RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+
+    let plan_err = |e| QueryError::from_datafusion(e, true);
+    let optimized = ctx.state().optimize(plan).map_err(plan_err)?;
+    let schema = plan.schema().as_arrow();
+    let signature: Vec<Value> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "name": f.name(),
+                "type": crate::writer::druid_types(f.data_type()).0,
+            })
+        })
+        .collect();
+    let mappings: Vec<Value> = schema
+        .fields()
+        .iter()
+        .map(|f| serde_json::json!({"queryColumn": f.name(), "outputColumn": f.name()}))
+        .collect();
+    let mut resources = std::collections::BTreeSet::new();
+    optimized
+        .apply(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                let kind = match scan.table_name.schema() {
+                    None | Some("druid") => "DATASOURCE",
+                    Some(_) => "SYSTEM_TABLE",
+                };
+                resources.insert((scan.table_name.table().to_string(), kind));
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })
+        .map_err(plan_err)?;
+    let plan_json = serde_json::json!([{
+        "query": {
+            "queryType": "dolmen",
+            "plan": optimized.display_indent().to_string(),
+        },
+        "signature": signature,
+        "columnMappings": mappings,
+    }]);
+    let resources_json: Vec<Value> = resources
+        .into_iter()
+        .map(|(name, kind)| serde_json::json!({"name": name, "type": kind}))
+        .collect();
+    let out_schema: SchemaRef = Arc::new(Schema::new(vec![
+        Field::new("PLAN", DataType::Utf8, true),
+        Field::new("RESOURCES", DataType::Utf8, true),
+        Field::new("ATTRIBUTES", DataType::Utf8, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&out_schema),
+        vec![
+            Arc::new(StringArray::from(vec![plan_json.to_string()])),
+            Arc::new(StringArray::from(vec![
+                Value::from(resources_json).to_string(),
+            ])),
+            Arc::new(StringArray::from(vec![
+                serde_json::json!({"statementType": "SELECT"}).to_string(),
+            ])),
+        ],
+    )
+    .map_err(|e| QueryError::from_datafusion(e.into(), true))?;
+    let stream =
+        RecordBatchStreamAdapter::new(Arc::clone(&out_schema), futures::stream::iter([Ok(batch)]));
+    Ok(QueryResult {
+        schema: out_schema,
+        stream: Box::pin(stream),
+        time_zone,
+    })
 }
 
 /// Converts a request parameter to a literal (`SqlParameter.java` types).

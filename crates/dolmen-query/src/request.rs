@@ -10,6 +10,11 @@
 //! placeholders (`$1`, `$2`, ...) only, so each `?` token is renumbered in text order first;
 //! the tokenizer finds them, so a `?` inside a string literal, a quoted identifier or a comment
 //! is left alone.
+//!
+//! `EXPLAIN PLAN FOR <query>` (Calcite's syntax, which Druid's console sends) is not in
+//! DataFusion's grammar: the three words are blanked out of the text before parsing (so error
+//! columns still point into the user's text) and [`RequestSql::explain`] is set; the engine then
+//! answers with Druid's `PLAN`/`RESOURCES`/`ATTRIBUTES` row instead of running the query.
 
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::context::SessionState;
@@ -28,6 +33,8 @@ pub struct RequestSql {
     pub statement: DFStatement,
     /// How many `?` parameters the text holds.
     pub parameter_count: usize,
+    /// The query was written `EXPLAIN PLAN FOR <query>`.
+    pub explain: bool,
 }
 
 impl RequestSql {
@@ -51,7 +58,8 @@ pub fn parse_request_sql(state: &SessionState, sql: &str) -> Result<RequestSql> 
     let dialect_name = state.config().options().sql_parser.dialect;
     let dialect = dialect_from_str(dialect_name)
         .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect {dialect_name}")))?;
-    let (text, parameter_count) = number_placeholders(sql, dialect.as_ref())?;
+    let (text, explain) = blank_explain_plan_for(sql, dialect.as_ref())?;
+    let (text, parameter_count) = number_placeholders(&text, dialect.as_ref())?;
     let recursion_limit = state.config().options().sql_parser.recursion_limit.get();
     let mut statements = DFParserBuilder::new(text.as_str())
         .with_dialect(dialect.as_ref())
@@ -78,6 +86,7 @@ pub fn parse_request_sql(state: &SessionState, sql: &str) -> Result<RequestSql> 
         sets,
         statement,
         parameter_count,
+        explain,
     })
 }
 
@@ -161,6 +170,65 @@ fn number_json(n: &str, negative: bool) -> Option<Json> {
         .map(Json::Number)
 }
 
+/// Replaces the words `EXPLAIN PLAN FOR` that open a statement (at the start of the text or
+/// after a `;`, comments and whitespace aside) with spaces; returns the text and whether they
+/// were found. Text without the word `plan` is returned unchanged without tokenizing.
+///
+/// # Errors
+/// A tokenizer error as a SQL error.
+fn blank_explain_plan_for(
+    sql: &str,
+    dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
+) -> Result<(String, bool)> {
+    if !sql.to_ascii_lowercase().contains("plan") {
+        return Ok((sql.to_string(), false));
+    }
+    let tokens = Tokenizer::new(dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
+    let words: Vec<_> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    let is_word = |i: usize, w: &str| {
+        matches!(words.get(i).map(|t| &t.token),
+            Some(Token::Word(word)) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w))
+    };
+    let mut ranges = Vec::new();
+    for i in 0..words.len() {
+        let starts_statement = i == 0 || matches!(words[i - 1].token, Token::SemiColon);
+        if starts_statement
+            && is_word(i, "explain")
+            && is_word(i + 1, "plan")
+            && is_word(i + 2, "for")
+        {
+            ranges.push((words[i].span.start, words[i + 2].span.end));
+        }
+    }
+    if ranges.is_empty() {
+        return Ok((sql.to_string(), false));
+    }
+    let bounds: Vec<Location> = ranges.iter().flat_map(|(a, b)| [*a, *b]).collect();
+    let mut offsets = byte_offsets(sql, &bounds);
+    // A `FOR` that ends the text ends past its last character.
+    offsets.resize(bounds.len(), sql.len());
+    let mut out = String::with_capacity(sql.len());
+    let mut at = 0;
+    for pair in offsets.chunks(2) {
+        let (a, b) = (pair[0], pair[1]);
+        out.push_str(&sql[at..a]);
+        // Keep line breaks so that error positions still match the user's text.
+        out.extend(
+            sql[a..b]
+                .chars()
+                .map(|c| if c == '\n' { '\n' } else { ' ' }),
+        );
+        at = b;
+    }
+    out.push_str(&sql[at..]);
+    Ok((out, true))
+}
+
 /// Rewrites each `?` placeholder token of `sql` to `$1`, `$2`, ... in text order; returns the
 /// new text and the count. Text without `?` tokens is returned unchanged.
 ///
@@ -228,6 +296,24 @@ mod tests {
 
     fn parse(sql: &str) -> Result<RequestSql> {
         parse_request_sql(&SessionContext::new().state(), sql)
+    }
+
+    #[test]
+    fn explain_plan_for() {
+        let r = parse("explain  Plan\nFOR SELECT 'explain plan for' AS x").unwrap();
+        assert!(r.explain);
+        assert_eq!(r.statement.to_string(), "SELECT 'explain plan for' AS x");
+        let r = parse("SET a = 1; /* c */ EXPLAIN PLAN FOR SELECT ? AS p").unwrap();
+        assert!(r.explain);
+        assert_eq!(r.parameter_count, 1);
+        assert_eq!(r.sets.len(), 1);
+        assert!(!parse("SELECT 1 AS plan").unwrap().explain);
+        assert!(!parse("SELECT \"explain\" FROM t").unwrap().explain);
+        // Nothing after FOR: a parse error, not a panic.
+        assert!(parse("EXPLAIN PLAN FOR").is_err());
+        // An error position still points into the user's text (line 2).
+        let e = parse("EXPLAIN PLAN FOR\nSELEC 1").unwrap_err().to_string();
+        assert!(e.contains("Line: 2"), "{e}");
     }
 
     #[test]

@@ -491,6 +491,14 @@ fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
                 l.duplicate_treatment = None;
             }
         }
+        Expr::Function(f)
+            if f.over.is_none()
+                && ident_name(f)
+                    .as_deref()
+                    .is_some_and(|n| AGGREGATE_ALIASES.contains(&n)) =>
+        {
+            rewrite_aggregate_alias(f)?;
+        }
         Expr::Function(f) if f.over.is_none() && f.filter.is_none() => {
             let Some(name) = ident_name(f) else {
                 return Ok(());
@@ -601,6 +609,150 @@ fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
                     }
                 }
             }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Druid aggregations spelled differently in DataFusion, rewritten by
+/// [`rewrite_aggregate_alias`].
+const AGGREGATE_ALIASES: &[&str] = &[
+    "earliest",
+    "latest",
+    "earliest_by",
+    "latest_by",
+    "variance",
+    "listagg",
+    "string_agg",
+    "array_agg",
+];
+
+/// Rewrites one Druid aggregation call (any `FILTER (WHERE ...)` clause is kept):
+///
+/// | Druid | becomes |
+/// |---|---|
+/// | `EARLIEST(x[, maxBytesPerValue])` | `first_value(x ORDER BY __time)` |
+/// | `LATEST(x[, maxBytesPerValue])` | `last_value(x ORDER BY __time)` |
+/// | `EARLIEST_BY(x, ts[, maxBytesPerValue])` | `first_value(x ORDER BY ts)` |
+/// | `LATEST_BY(x, ts[, maxBytesPerValue])` | `last_value(x ORDER BY ts)` |
+/// | `VARIANCE(x)` | `var_samp(x)` |
+/// | `LISTAGG(x[, sep[, maxBytes]])` | `string_agg(x, sep)` (`sep` default `','`) |
+/// | `STRING_AGG(x, sep, maxBytes)` / `ARRAY_AGG(x, maxBytes)` | without `maxBytes` |
+///
+/// Druid's first/last aggregators (`NumericFirstAggregator`, `StringFirstAggregator`) take the
+/// value of the row with the earliest (latest) time, null or not, which is `first_value`'s
+/// default `RESPECT NULLS`. `EARLIEST`/`LATEST` read the relation's `__time` column, so over a
+/// subquery without one they fail to plan: use the `_BY` forms there. The `maxBytes` arguments
+/// bound Druid's aggregation buffers; Dolmen's aggregations are not fixed-size, so the argument
+/// is validated (a positive integer literal) and values are kept whole.
+///
+/// # Errors
+/// A plan error naming the function for a wrong number of arguments or a bad `maxBytes`.
+fn rewrite_aggregate_alias(f: &mut Function) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{FunctionArgumentClause, OrderByExpr, OrderByOptions};
+
+    let name = ident_name(f).unwrap_or_default();
+    let upper = name.to_ascii_uppercase();
+    let FunctionArguments::List(list) = &mut f.args else {
+        return Err(plan_error(format!("{upper}: arguments are required")));
+    };
+    let arity = list.args.len();
+    let max_bytes = |arg: &FunctionArg| -> Result<()> {
+        let ok = matches!(arg, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))
+            if matches!(&v.value, Value::Number(n, _) if n.parse::<u64>().is_ok_and(|n| n > 0)));
+        if ok {
+            Ok(())
+        } else {
+            Err(plan_error(format!(
+                "{upper}: maxBytesPerValue must be a positive integer literal, got [{arg}]"
+            )))
+        }
+    };
+    let order_by = |expr: Expr| {
+        FunctionArgumentClause::OrderBy(vec![OrderByExpr {
+            expr,
+            options: OrderByOptions {
+                asc: Some(true),
+                nulls_first: None,
+            },
+            with_fill: None,
+        }])
+    };
+    let rename = |f: &mut Function, to: &str| {
+        f.name = ObjectName::from(vec![Ident::new(to)]);
+    };
+    match name.as_str() {
+        "earliest" | "latest" => {
+            if !(1..=2).contains(&arity) {
+                return Err(plan_error(format!(
+                    "{upper} takes (expr[, maxBytesPerValue]), got {arity} arguments"
+                )));
+            }
+            if arity == 2 {
+                max_bytes(&list.args[1])?;
+                list.args.truncate(1);
+            }
+            list.clauses
+                .push(order_by(Expr::Identifier(Ident::with_quote('"', "__time"))));
+            rename(
+                f,
+                if name == "earliest" {
+                    "first_value"
+                } else {
+                    "last_value"
+                },
+            );
+        }
+        "earliest_by" | "latest_by" => {
+            if !(2..=3).contains(&arity) {
+                return Err(plan_error(format!(
+                    "{upper} takes (expr, timestampExpr[, maxBytesPerValue]), got {arity} arguments"
+                )));
+            }
+            if arity == 3 {
+                max_bytes(&list.args[2])?;
+            }
+            let FunctionArg::Unnamed(FunctionArgExpr::Expr(ts)) = list.args[1].clone() else {
+                return Err(plan_error(format!(
+                    "{upper}: timestampExpr must be an expression"
+                )));
+            };
+            list.args.truncate(1);
+            list.clauses.push(order_by(ts));
+            rename(
+                f,
+                if name == "earliest_by" {
+                    "first_value"
+                } else {
+                    "last_value"
+                },
+            );
+        }
+        "variance" => rename(f, "var_samp"),
+        "listagg" => {
+            if !(1..=3).contains(&arity) {
+                return Err(plan_error(format!(
+                    "LISTAGG takes (expr[, separator[, maxBytes]]), got {arity} arguments"
+                )));
+            }
+            if arity == 3 {
+                max_bytes(&list.args[2])?;
+                list.args.truncate(2);
+            }
+            if arity == 1 {
+                list.args
+                    .push(FunctionArg::Unnamed(FunctionArgExpr::Expr(string_lit(","))));
+            }
+            rename(f, "string_agg");
+        }
+        "string_agg" if arity == 3 => {
+            max_bytes(&list.args[2])?;
+            list.args.truncate(2);
+        }
+        "array_agg" if arity == 2 => {
+            max_bytes(&list.args[1])?;
+            list.args.truncate(1);
         }
         _ => {}
     }
@@ -720,6 +872,71 @@ mod tests {
 
     fn utc() -> RewriteOptions {
         RewriteOptions::default()
+    }
+
+    #[tokio::test]
+    async fn earliest_latest_and_aggregate_aliases() {
+        let ctx = ctx();
+        let q = |sql: &'static str| {
+            let ctx = ctx.clone();
+            async move { rows(&ctx, sql, &utc()).await }
+        };
+        // The earliest row is 2015-09-11T23:59:59.999Z (#fr, 8), the latest 2015-09-13 (#en, 7).
+        assert_eq!(
+            q(
+                "SELECT EARLIEST(channel), LATEST(channel), EARLIEST(added), LATEST(added, 16) \
+               FROM wikipedia"
+            )
+            .await,
+            vec![vec!["#fr", "#en", "8", "7"]]
+        );
+        assert_eq!(
+            q("SELECT EARLIEST_BY(channel, MILLIS_TO_TIMESTAMP(added)), \
+                      LATEST_BY(channel, MILLIS_TO_TIMESTAMP(added), 64) FROM wikipedia")
+            .await,
+            vec![vec!["#en", "#fr"]]
+        );
+        // FILTER is kept; per group; a null value at the earliest time is the answer (Druid's
+        // first/last aggregators do not skip nulls).
+        assert_eq!(
+            q(
+                "SELECT channel, EARLIEST(added) FILTER (WHERE added > 1), LATEST(added) \
+               FROM wikipedia WHERE channel IS NOT NULL GROUP BY channel ORDER BY channel"
+            )
+            .await,
+            vec![
+                vec!["#de", "6", "6"],
+                vec!["#en", "4", "7"],
+                vec!["#fr", "8", "2"]
+            ]
+        );
+        assert_eq!(
+            q("SELECT EARLIEST(channel) FILTER (WHERE added IN (3, 4)) FROM wikipedia").await,
+            vec![vec!["null"]]
+        );
+        assert_eq!(
+            q(
+                "SELECT VARIANCE(added), LISTAGG(channel) FILTER (WHERE added = 2), \
+                      LISTAGG(channel, '|', 100) FILTER (WHERE added = 6), \
+                      STRING_AGG(channel, ';', 100) FILTER (WHERE added = 1), \
+                      ARRAY_LENGTH(ARRAY_AGG(added, 1000)) FROM wikipedia"
+            )
+            .await,
+            vec![vec!["6.0", "#fr", "#de", "#en", "8"]]
+        );
+        for bad in [
+            "SELECT EARLIEST() FROM wikipedia",
+            "SELECT EARLIEST(channel, 'x') FROM wikipedia",
+            "SELECT LATEST(channel, 0) FROM wikipedia",
+            "SELECT EARLIEST_BY(channel) FROM wikipedia",
+            "SELECT LISTAGG(channel, ',', -1) FROM wikipedia",
+        ] {
+            let e = plan_sql_with(&ctx, bad, &utc(), read_only())
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("{bad} planned"));
+            assert!(matches!(e, DataFusionError::Plan(_)), "{bad}: {e}");
+        }
     }
 
     #[tokio::test]

@@ -8,4 +8,5 @@ mod errors;
 mod ingest_query;
 mod lifecycle;
 mod sql_api;
+mod sql_formats;
 mod tasks_api;

@@ -425,3 +425,45 @@ fn an_unfiltered_count_is_answered_from_segment_row_counts() {
         .sql("SELECT COUNT(*) AS c FROM wikipedia WHERE __time < TIMESTAMP '2015-09-12 12:00:00'");
     assert!(c[0]["c"].as_i64().unwrap() < 39244);
 }
+
+#[test]
+fn explain_plan_for_answers_plan_resources_attributes() {
+    let (_dir, server) = loaded();
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "EXPLAIN PLAN FOR SELECT channel, COUNT(*) FROM wikipedia \
+                          WHERE added > ? GROUP BY channel",
+                "parameters": [{"type": "BIGINT", "value": 10}]}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let row = &body[0];
+    let plan: Value = serde_json::from_str(row["PLAN"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        plan[0]["signature"],
+        json!([{"name": "channel", "type": "STRING"}, {"name": "EXPR$1", "type": "LONG"}])
+    );
+    assert_eq!(plan[0]["columnMappings"][1]["outputColumn"], "EXPR$1");
+    let text = plan[0]["query"]["plan"].as_str().unwrap();
+    assert!(
+        text.contains("wikipedia") && text.contains("Aggregate"),
+        "{text}"
+    );
+    let resources: Value = serde_json::from_str(row["RESOURCES"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        resources,
+        json!([{"name": "wikipedia", "type": "DATASOURCE"}])
+    );
+    let attributes: Value = serde_json::from_str(row["ATTRIBUTES"].as_str().unwrap()).unwrap();
+    assert_eq!(attributes, json!({"statementType": "SELECT"}));
+
+    // A bad query under EXPLAIN is still a planning error naming the column.
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "EXPLAIN PLAN FOR SELECT nope FROM wikipedia"}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["errorMessage"].as_str().unwrap().contains("nope"),
+        "{body}"
+    );
+}
