@@ -4,7 +4,8 @@
 //! Configuration (facts from ARCHITECTURE.md): identifiers are case-sensitive (identifier
 //! normalization off; function names still resolve case-insensitively), the default catalog
 //! and schema are `druid.druid` so `FROM wikipedia` and `FROM druid.wikipedia` both resolve,
-//! and the Druid SQL functions are registered as UDFs. Each query runs on a clone of the
+//! the Druid SQL functions are registered as UDFs, and [`crate::multivalue::MultiValueRule`]
+//! runs first among the analyzer rules. Each query runs on a clone of the
 //! session state, so per-query settings never leak between queries.
 
 use std::sync::Arc;
@@ -322,7 +323,16 @@ impl QueryEngine {
             .with_information_schema(false)
             .with_target_partitions(target_partitions.max(1));
         config.options_mut().sql_parser.enable_ident_normalization = false;
-        let ctx = SessionContext::new_with_config(config);
+        // Druid's multi-value semantics run before type coercion (crate::multivalue).
+        let mut analyzer_rules: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
+            vec![Arc::new(crate::multivalue::MultiValueRule)];
+        analyzer_rules.extend(datafusion::optimizer::Analyzer::new().rules);
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_analyzer_rules(analyzer_rules)
+            .build();
+        let ctx = SessionContext::new_with_state(state);
         crate::functions::register_druid_functions(&ctx);
         let state = ctx.state();
         let routines = state
@@ -477,11 +487,13 @@ impl QueryEngine {
             .execute_logical_plan(plan)
             .await
             .map_err(|e| QueryError::from_datafusion(e, true))?;
-        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
         let stream = df
             .execute_stream()
             .await
             .map_err(|e| QueryError::from_datafusion(e, false))?;
+        // The executed schema, not the SQL planner's: analyzer rules may change output types
+        // (a multi-value `GROUP BY` key is a string, not a list, once unnested).
+        let schema: SchemaRef = stream.schema();
         Ok(QueryResult {
             schema,
             stream,
@@ -524,14 +536,14 @@ fn explain_result(
 
     let plan_err = |e| QueryError::from_datafusion(e, true);
     let optimized = ctx.state().optimize(plan).map_err(plan_err)?;
-    let schema = plan.schema().as_arrow();
+    let schema = optimized.schema().as_arrow();
     let signature: Vec<Value> = schema
         .fields()
         .iter()
         .map(|f| {
             serde_json::json!({
                 "name": f.name(),
-                "type": crate::writer::druid_types(f.data_type()).0,
+                "type": crate::writer::ColumnInfo::from_field(f).native_type,
             })
         })
         .collect();

@@ -467,3 +467,48 @@ fn explain_plan_for_answers_plan_resources_attributes() {
         "{body}"
     );
 }
+
+#[test]
+fn multi_value_dimensions_group_and_filter_like_druid() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let rows = [
+        r#"{"ts": 1442016000000, "page": "p1", "tags": ["a", "b"]}"#,
+        r#"{"ts": 1442016001000, "page": "p2", "tags": ["b", "c"]}"#,
+        r#"{"ts": 1442016002000, "page": "p3", "tags": []}"#,
+        r#"{"ts": 1442016003000, "page": "p4", "tags": "a"}"#,
+        r#"{"ts": 1442016004000, "page": "p5"}"#,
+    ]
+    .join("\n");
+    let mut spec = crate::common::inline_spec("mv", &rows, &[], false);
+    spec["spec"]["dataSchema"]["dimensionsSpec"]["dimensions"] = json!(["page", "tags"]);
+    let st = server.run_task(&spec);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+
+    // GROUP BY unnests: a row counts once per value; no values group as null.
+    assert_eq!(
+        server.sql("SELECT tags, COUNT(*) AS c FROM mv GROUP BY tags ORDER BY tags NULLS FIRST"),
+        vec![
+            json!({"tags": null, "c": 2}),
+            json!({"tags": "a", "c": 2}),
+            json!({"tags": "b", "c": 2}),
+            json!({"tags": "c", "c": 1}),
+        ]
+    );
+    // Filters match any value and keep whole rows.
+    assert_eq!(
+        server.sql("SELECT page, tags FROM mv WHERE tags = 'b' ORDER BY page"),
+        vec![
+            json!({"page": "p1", "tags": "[\"a\",\"b\"]"}),
+            json!({"page": "p2", "tags": "[\"b\",\"c\"]"}),
+        ]
+    );
+    assert_eq!(
+        server.sql("SELECT COUNT(*) AS c FROM mv WHERE tags IN ('c', 'x') OR tags IS NULL"),
+        vec![json!({"c": 3})]
+    );
+    assert_eq!(
+        server.sql("SELECT tags, COUNT(*) AS c FROM mv WHERE tags = 'a' GROUP BY 1 ORDER BY 1"),
+        vec![json!({"tags": "a", "c": 2}), json!({"tags": "b", "c": 1})]
+    );
+}
