@@ -13,6 +13,7 @@
 
 pub mod engine;
 pub mod functions;
+pub mod index;
 pub mod multivalue;
 pub mod naming;
 pub mod request;

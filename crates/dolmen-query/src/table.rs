@@ -9,13 +9,16 @@
 //! predicate). Entries visible over only part of their time chunk (a higher version covers the
 //! rest) are read with a filter restricting `__time` to the visible part.
 //!
+//! Equality filters on string dimensions (`dim = 'value'`, in a conjunction) go through the
+//! value indexes of [`crate::index`]: a segment without the value is not read, and one with it
+//! is read through a row selection of the matching rows only.
+//!
 //! Multi-value string dimensions (`SegmentColumn::multi_value`) are `List<Utf8>` columns whose
 //! field carries [`dolmen_segment::MULTI_VALUE_METADATA_KEY`], so result writers report them as
 //! Druid's `STRING`. A column that is multi-value in any visible segment is a list in the table
 //! schema; segments that stored it as a plain string are read through Arrow's cast (each value
 //! becomes a one-element list). Multi-value SQL semantics (implicit unnest in `GROUP BY`,
-//! filters matching any value, `MV_*` functions) are not implemented yet: comparing such a
-//! column with a string is rejected at planning time (see `docs/sql.md`).
+//! filters matching any value) are applied by [`crate::multivalue`].
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -27,6 +30,7 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::stats::Precision;
 use datafusion::common::{DFSchema, ScalarValue, Statistics};
 use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::ParquetRowSelection;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result};
@@ -45,6 +49,9 @@ use dolmen_common::Interval;
 use dolmen_common::time::{MAX_INSTANT, MIN_INSTANT};
 use dolmen_segment::{SegmentColumn, TIME_COLUMN, Timeline, TimelineEntry};
 use dolmen_storage::{SegmentCache, SegmentView};
+use parquet::arrow::arrow_reader::RowSelection;
+
+use crate::index::ValueIndexes;
 
 /// The `druid` catalog: schema `druid` with one table per datasource, and the metadata schemas
 /// `INFORMATION_SCHEMA` and `sys` ([`crate::system`]).
@@ -70,7 +77,11 @@ impl DruidCatalog {
                 routines,
                 sys.is_some(),
             )),
-            schema: Arc::new(DruidSchema { view, cache }),
+            schema: Arc::new(DruidSchema {
+                view,
+                cache,
+                indexes: Arc::new(ValueIndexes::default()),
+            }),
             sys: sys.map(Arc::new),
         }
     }
@@ -110,6 +121,8 @@ impl CatalogProvider for DruidCatalog {
 pub struct DruidSchema {
     view: Arc<SegmentView>,
     cache: Arc<SegmentCache>,
+    /// Value indexes of loaded segments, shared by every query ([`crate::index`]).
+    indexes: Arc<ValueIndexes>,
 }
 
 #[async_trait]
@@ -124,11 +137,10 @@ impl SchemaProvider for DruidSchema {
             .timeline(name)
             .filter(|t| !t.is_empty())
             .map(|timeline| {
-                Arc::new(DatasourceTable::new(
-                    name.to_string(),
-                    timeline,
-                    Arc::clone(&self.cache),
-                )) as Arc<dyn TableProvider>
+                Arc::new(
+                    DatasourceTable::new(name.to_string(), timeline, Arc::clone(&self.cache))
+                        .with_value_indexes(Arc::clone(&self.indexes)),
+                ) as Arc<dyn TableProvider>
             }))
     }
 
@@ -144,6 +156,7 @@ pub struct DatasourceTable {
     timeline: Arc<Timeline>,
     cache: Arc<SegmentCache>,
     schema: SchemaRef,
+    indexes: Option<Arc<ValueIndexes>>,
 }
 
 impl DatasourceTable {
@@ -156,7 +169,15 @@ impl DatasourceTable {
             timeline,
             cache,
             schema,
+            indexes: None,
         }
+    }
+
+    /// Uses `indexes` to narrow scans with equality filters on string dimensions
+    /// ([`crate::index`]).
+    pub fn with_value_indexes(mut self, indexes: Arc<ValueIndexes>) -> DatasourceTable {
+        self.indexes = Some(indexes);
+        self
     }
 
     /// The datasource name.
@@ -246,6 +267,7 @@ impl TableProvider for DatasourceTable {
             }
             None => None,
         };
+        let equalities = string_equalities(filters, &self.schema);
         let target = state.config().target_partitions().max(1);
         let mut whole: Vec<PartitionedFile> = Vec::new();
         let mut partial: Vec<(&TimelineEntry, Vec<PartitionedFile>)> = Vec::new();
@@ -266,10 +288,25 @@ impl TableProvider for DatasourceTable {
                     ),
                     column_statistics: Statistics::unknown_column(&self.schema),
                 };
-                files.push(
-                    PartitionedFile::new(path.to_string_lossy().to_string(), s.size)
-                        .with_statistics(Arc::new(stats)),
-                );
+                let file = PartitionedFile::new(path.to_string_lossy().to_string(), s.size);
+                match self.index_selection(&path, &equalities).await? {
+                    IndexSelection::All => files.push(file.with_statistics(Arc::new(stats))),
+                    // No row of the segment matches: not read at all.
+                    IndexSelection::NoRows => {}
+                    IndexSelection::Rows(selection, n) => {
+                        let stats = Statistics {
+                            num_rows: Precision::Inexact(n),
+                            ..stats
+                        };
+                        files.push(
+                            file.with_statistics(Arc::new(stats))
+                                .with_extension(ParquetRowSelection::new(selection)),
+                        );
+                    }
+                }
+            }
+            if files.is_empty() {
+                continue;
             }
             if e.is_whole() {
                 whole.extend(files);
@@ -289,8 +326,88 @@ impl TableProvider for DatasourceTable {
                 .build()?;
             plans.push(Arc::new(filter));
         }
+        if plans.is_empty() {
+            return Ok(Arc::new(EmptyExec::new(projected_schema)));
+        }
         UnionExec::try_new(plans)
     }
+}
+
+/// What the value indexes say to read of one segment file.
+enum IndexSelection {
+    /// The whole file (no usable equality filter, or no index).
+    All,
+    /// Nothing: no row holds the wanted values.
+    NoRows,
+    /// These rows (a selection over the whole file) and how many they are.
+    Rows(RowSelection, usize),
+}
+
+impl DatasourceTable {
+    /// Rows of the segment file at `path` matching every `column = value` in `equalities`,
+    /// from the value indexes.
+    async fn index_selection(
+        &self,
+        path: &std::path::Path,
+        equalities: &[(String, String)],
+    ) -> Result<IndexSelection> {
+        let Some(indexes) = &self.indexes else {
+            return Ok(IndexSelection::All);
+        };
+        let mut rows: Option<Vec<u32>> = None;
+        let mut total = 0;
+        for (column, value) in equalities {
+            let Some(index) = indexes.get(path, column).await? else {
+                continue;
+            };
+            total = index.num_rows();
+            let matching = index.rows_equal(value);
+            rows = Some(match rows {
+                None => matching,
+                Some(r) => crate::index::intersect(&r, &matching),
+            });
+            if rows.as_ref().is_some_and(Vec::is_empty) {
+                return Ok(IndexSelection::NoRows);
+            }
+        }
+        Ok(match rows {
+            None => IndexSelection::All,
+            Some(r) if r.is_empty() => IndexSelection::NoRows,
+            Some(r) => IndexSelection::Rows(crate::index::row_selection(&r, total), r.len()),
+        })
+    }
+}
+
+/// `column = 'literal'` conjuncts of `filters` on plain (not multi-value) string columns of
+/// `schema`, as `(column, value)` pairs.
+fn string_equalities(filters: &[Expr], schema: &Schema) -> Vec<(String, String)> {
+    let mut conjuncts = Vec::new();
+    for f in filters {
+        split_conjunction(f, &mut conjuncts);
+    }
+    let mut out = Vec::new();
+    for c in conjuncts {
+        let Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) = c
+        else {
+            continue;
+        };
+        let pair = match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(col), Expr::Literal(ScalarValue::Utf8(Some(v)), _))
+            | (Expr::Literal(ScalarValue::Utf8(Some(v)), _), Expr::Column(col)) => (col, v),
+            _ => continue,
+        };
+        let is_plain_string = schema
+            .field_with_name(&pair.0.name)
+            .is_ok_and(|f| f.data_type() == &DataType::Utf8);
+        if is_plain_string && pair.0.name != TIME_COLUMN {
+            out.push((pair.0.name.clone(), pair.1.clone()));
+        }
+    }
+    out
 }
 
 impl DatasourceTable {

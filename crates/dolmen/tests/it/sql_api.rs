@@ -512,3 +512,59 @@ fn multi_value_dimensions_group_and_filter_like_druid() {
         vec![json!({"tags": "a", "c": 2}), json!({"tags": "b", "c": 1})]
     );
 }
+
+#[test]
+fn equality_filters_through_value_indexes_match_full_scans() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    // Three daily segments; `p7` only on the first two days (`q` replaces it on the third).
+    let mut rows = String::new();
+    for day in 0..3i64 {
+        for i in 0..3000i64 {
+            let page = if day == 2 && i % 1000 == 7 {
+                "q".to_string()
+            } else {
+                format!("p{}", i % 1000)
+            };
+            rows.push_str(&format!(
+                "{{\"ts\": {}, \"page\": \"{page}\"}}\n",
+                1_442_016_000_000 + day * 86_400_000 + i * 1000
+            ));
+        }
+    }
+    let st = server.run_task(&crate::common::inline_spec("ix", &rows, &[], false));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let count = |sql: &str| server.sql(sql)[0]["c"].as_i64().unwrap();
+    for (value, want) in [("p7", 6), ("q", 3), ("p999", 9), ("p1000", 0)] {
+        let indexed = count(&format!(
+            "SELECT COUNT(*) AS c FROM ix WHERE page = '{value}'"
+        ));
+        // `LIKE` without wildcards is the same predicate, but not an equality the index serves.
+        let scanned = count(&format!(
+            "SELECT COUNT(*) AS c FROM ix WHERE page LIKE '{value}'"
+        ));
+        assert_eq!((indexed, scanned), (want, want), "{value}");
+        // Twice: the second query reads the index built by the first.
+        let again = count(&format!(
+            "SELECT COUNT(*) AS c FROM ix WHERE '{value}' = page"
+        ));
+        assert_eq!(again, want, "{value} again");
+    }
+    // Whole rows come back, in time order, combined with a time filter and another equality.
+    let got = server.sql(
+        "SELECT __time, page FROM ix WHERE page = 'p7' AND __time >= TIMESTAMP '2015-09-13' \
+         ORDER BY __time",
+    );
+    assert_eq!(
+        got,
+        vec![
+            json!({"__time": "2015-09-13T00:00:07.000Z", "page": "p7"}),
+            json!({"__time": "2015-09-13T00:16:47.000Z", "page": "p7"}),
+            json!({"__time": "2015-09-13T00:33:27.000Z", "page": "p7"}),
+        ]
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) AS c FROM ix WHERE page = 'p7' AND page = 'p8'"),
+        0
+    );
+}

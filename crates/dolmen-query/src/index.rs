@@ -1,0 +1,348 @@
+//! Value indexes of string dimensions: for one segment file and one column, which rows hold
+//! each value. They play the part of Druid's per-segment bitmap indexes
+//! (`docs/design/segments.md`, "Indexing"): an equality filter `dim = 'value'` finds its rows
+//! without decoding the column, a segment without the value is not read at all, and the rows
+//! that match are read through a Parquet row selection (pages without selected rows skipped).
+//!
+//! Shape: the column's distinct values, sorted (an Arrow `StringArray`), and one dictionary code
+//! per row (`u32`; [`NULL_CODE`] for null). A lookup is a binary search in the values and one
+//! vectorized comparison over the codes: about 0.1 ms for a 330k-row segment.
+//!
+//! Indexes are an in-memory form of loaded segments, built on first use (the first equality
+//! filter on a column of a segment reads that column once) and kept for the life of the
+//! process, keyed by the segment file's path in the segment cache (segment files are immutable;
+//! a dropped segment's index stays until restart, bounded by the budget). The budget
+//! ([`DEFAULT_VALUE_INDEX_BUDGET_BYTES`]) caps their total memory; past it, new indexes are not
+//! kept and scans read whole files as before. Filters stay applied above the scan
+//! (`Inexact` pushdown), so an index only ever narrows what is read.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{Array, AsArray, StringArray, UInt32Array};
+use arrow::compute::kernels::cmp::eq;
+use arrow::datatypes::DataType;
+use datafusion::error::{DataFusionError, Result};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
+
+/// The code of a null row.
+pub const NULL_CODE: u32 = u32::MAX;
+
+/// Default memory budget of all value indexes together, bytes (1 GiB).
+pub const DEFAULT_VALUE_INDEX_BUDGET_BYTES: usize = 1 << 30;
+
+/// Which rows of one segment file hold each value of one string column.
+#[derive(Debug)]
+pub struct ValueIndex {
+    /// Distinct non-null values, sorted ascending (byte order).
+    values: StringArray,
+    /// One code per row: the position of the row's value in `values`, or [`NULL_CODE`].
+    codes: UInt32Array,
+}
+
+impl ValueIndex {
+    /// Builds the index of `column` in the Parquet file at `path` (blocking file I/O).
+    /// `Ok(None)` when the file has no such column or it is not a plain string column.
+    ///
+    /// # Errors
+    /// A Parquet or I/O error reading the file.
+    pub fn build(path: &Path, column: &str) -> Result<Option<ValueIndex>> {
+        let file = std::fs::File::open(path)?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
+        let Some(pos) = builder
+            .schema()
+            .fields()
+            .iter()
+            .position(|f| f.name() == column)
+        else {
+            return Ok(None);
+        };
+        if !matches!(
+            builder.schema().field(pos).data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) {
+            return Ok(None);
+        }
+        let mask = ProjectionMask::roots(builder.parquet_schema(), [pos]);
+        let reader = builder
+            .with_projection(mask)
+            .with_batch_size(65_536)
+            .build()?;
+        let mut ids: HashMap<String, u32> = HashMap::new();
+        let mut codes: Vec<u32> = Vec::new();
+        for batch in reader {
+            let batch = batch?;
+            let col = arrow::compute::cast(batch.column(0), &DataType::Utf8)?;
+            let col = col.as_string::<i32>();
+            codes.reserve(col.len());
+            for v in col.iter() {
+                codes.push(match v {
+                    None => NULL_CODE,
+                    Some(s) => match ids.get(s) {
+                        Some(id) => *id,
+                        None => {
+                            let id = u32::try_from(ids.len()).map_err(|_| {
+                                DataFusionError::Execution(format!(
+                                    "value index of {column}: too many distinct values"
+                                ))
+                            })?;
+                            ids.insert(s.to_string(), id);
+                            id
+                        }
+                    },
+                });
+            }
+        }
+        // Renumber codes so that they follow the sorted values.
+        let mut distinct: Vec<(String, u32)> = ids.into_iter().collect();
+        distinct.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut remap = vec![0u32; distinct.len()];
+        for (new, (_, old)) in distinct.iter().enumerate() {
+            // `new` < number of distinct values, which fit in u32 (checked above).
+            remap[*old as usize] = new as u32;
+        }
+        for c in &mut codes {
+            if *c != NULL_CODE {
+                *c = remap[*c as usize];
+            }
+        }
+        Ok(Some(ValueIndex {
+            values: StringArray::from_iter_values(distinct.iter().map(|(s, _)| s.as_str())),
+            codes: UInt32Array::from(codes),
+        }))
+    }
+
+    /// Rows in the file.
+    pub fn num_rows(&self) -> usize {
+        self.codes.len()
+    }
+
+    /// Distinct non-null values.
+    pub fn cardinality(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Memory held, bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.values.get_array_memory_size() + self.codes.get_array_memory_size()
+    }
+
+    /// The row numbers (ascending) whose value equals `value`.
+    pub fn rows_equal(&self, value: &str) -> Vec<u32> {
+        let (mut lo, mut hi) = (0usize, self.values.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.values.value(mid) < value {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == self.values.len() || self.values.value(lo) != value {
+            return Vec::new();
+        }
+        // `lo` < number of distinct values, which fit in u32.
+        let code = UInt32Array::new_scalar(lo as u32);
+        match eq(&self.codes, &code) {
+            Ok(mask) => mask
+                .values()
+                .set_indices()
+                .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// `rows` (ascending row numbers) as a Parquet selection over a file of `total` rows.
+pub fn row_selection(rows: &[u32], total: usize) -> RowSelection {
+    let mut ranges = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let start = rows[i] as usize;
+        let mut end = start + 1;
+        i += 1;
+        while i < rows.len() && rows[i] as usize == end {
+            end += 1;
+            i += 1;
+        }
+        ranges.push(start..end);
+    }
+    RowSelection::from_consecutive_ranges(ranges.into_iter(), total)
+}
+
+/// The intersection of two ascending row lists.
+pub fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::new();
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Kept indexes by (segment file, column); `None` records a column that has no index.
+type IndexMap = HashMap<(PathBuf, String), Option<Arc<ValueIndex>>>;
+
+/// Process-wide value indexes under a memory budget, built on first use.
+#[derive(Debug)]
+pub struct ValueIndexes {
+    budget_bytes: usize,
+    used_bytes: AtomicUsize,
+    map: Mutex<IndexMap>,
+}
+
+impl Default for ValueIndexes {
+    fn default() -> Self {
+        ValueIndexes::new(DEFAULT_VALUE_INDEX_BUDGET_BYTES)
+    }
+}
+
+impl ValueIndexes {
+    /// An empty set of indexes that keeps at most `budget_bytes` of them.
+    pub fn new(budget_bytes: usize) -> ValueIndexes {
+        ValueIndexes {
+            budget_bytes,
+            used_bytes: AtomicUsize::new(0),
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Memory held by the kept indexes, bytes.
+    pub fn used_bytes(&self) -> usize {
+        self.used_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The index of `column` in the segment file `path`, building it (on a blocking thread)
+    /// when absent. `None` when the column is not a string column of the file, or when the
+    /// index would not fit in the budget.
+    ///
+    /// # Errors
+    /// A Parquet or I/O error reading the file.
+    pub async fn get(&self, path: &Path, column: &str) -> Result<Option<Arc<ValueIndex>>> {
+        let key = (path.to_path_buf(), column.to_string());
+        if let Some(found) = self.lock().get(&key) {
+            return Ok(found.clone());
+        }
+        let (p, c) = key.clone();
+        let built = tokio::task::spawn_blocking(move || ValueIndex::build(&p, &c))
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))??
+            .map(Arc::new);
+        let Some(index) = built else {
+            self.lock().insert(key, None);
+            return Ok(None);
+        };
+        let bytes = index.memory_bytes();
+        let mut map = self.lock();
+        if let Some(found) = map.get(&key) {
+            // Built concurrently by another query.
+            return Ok(found.clone());
+        }
+        if self.used_bytes.load(Ordering::Relaxed) + bytes > self.budget_bytes {
+            return Ok(None);
+        }
+        self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
+        map.insert(key, Some(Arc::clone(&index)));
+        Ok(Some(index))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, IndexMap> {
+        self.map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    /// A file with `page` (every 7th row null, values `p{i % 5}`) and a long column, in row
+    /// groups of 100 rows.
+    fn file(dir: &Path, rows: usize) -> PathBuf {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("page", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, false),
+        ]));
+        let pages: StringArray = (0..rows)
+            .map(|i| (i % 7 != 6).then(|| format!("p{}", i % 5)))
+            .collect();
+        let n = Int64Array::from_iter_values(0..rows as i64);
+        let batch =
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(pages), Arc::new(n)]).unwrap();
+        let path = dir.join("s.parquet");
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(100))
+            .build();
+        let mut w =
+            ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, Some(props))
+                .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        path
+    }
+
+    #[test]
+    fn lookups_match_a_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file(dir.path(), 1000);
+        let idx = ValueIndex::build(&path, "page").unwrap().unwrap();
+        assert_eq!(idx.num_rows(), 1000);
+        assert_eq!(idx.cardinality(), 5);
+        for v in ["p0", "p3", "p4"] {
+            let want: Vec<u32> = (0..1000u32)
+                .filter(|i| i % 7 != 6 && format!("p{}", i % 5) == v)
+                .collect();
+            assert_eq!(idx.rows_equal(v), want, "{v}");
+        }
+        assert!(idx.rows_equal("p5").is_empty());
+        assert!(idx.rows_equal("").is_empty());
+        assert!(idx.rows_equal("zz").is_empty());
+        // Not a string column / no such column.
+        assert!(ValueIndex::build(&path, "n").unwrap().is_none());
+        assert!(ValueIndex::build(&path, "nope").unwrap().is_none());
+    }
+
+    #[test]
+    fn selections_and_intersections() {
+        let sel = row_selection(&[1, 2, 3, 7, 9, 10], 12);
+        let selected: usize = sel.iter().filter(|s| !s.skip).map(|s| s.row_count).sum();
+        assert_eq!(selected, 6);
+        assert_eq!(sel.row_count(), 6);
+        let total: usize = sel.iter().map(|s| s.row_count).sum();
+        assert_eq!(total, 12);
+        assert_eq!(intersect(&[1, 3, 5, 7], &[2, 3, 7, 8]), vec![3, 7]);
+        assert!(intersect(&[], &[1]).is_empty());
+    }
+
+    #[tokio::test]
+    async fn budget_bounds_what_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file(dir.path(), 1000);
+        let indexes = ValueIndexes::new(usize::MAX);
+        let a = indexes.get(&path, "page").await.unwrap().unwrap();
+        let b = indexes.get(&path, "page").await.unwrap().unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "built once");
+        assert_eq!(indexes.used_bytes(), a.memory_bytes());
+        assert!(indexes.get(&path, "n").await.unwrap().is_none());
+        let small = ValueIndexes::new(10);
+        assert!(small.get(&path, "page").await.unwrap().is_none());
+        assert_eq!(small.used_bytes(), 0);
+    }
+}
