@@ -747,7 +747,9 @@ mod tests {
         let diff2 = ThetaSketchView::a_not_b(&[vc.clone(), va, inter]).unwrap();
         assert_eq!(diff2.estimate(), 1000.0);
         assert_eq!(
-            ThetaSketchView::a_not_b(&[vc.clone()]).unwrap().estimate(),
+            ThetaSketchView::a_not_b(std::slice::from_ref(&vc))
+                .unwrap()
+                .estimate(),
             1500.0
         );
         assert!(ThetaSketchView::a_not_b(&[]).is_err());

@@ -1329,7 +1329,7 @@ impl ScalarUDFImpl for SketchFunctionUdf {
 }
 
 /// The sketch bytes of every sketch argument at `row`, or `None` when any is null.
-fn row_sketches<'a>(sketches: &'a [ArrayRef], row: usize) -> Option<Vec<&'a [u8]>> {
+fn row_sketches(sketches: &[ArrayRef], row: usize) -> Option<Vec<&[u8]>> {
     sketches
         .iter()
         .map(|a| {
