@@ -176,6 +176,11 @@ impl HllAcc {
         self.union.to_sketch(self.target.to_ds()).estimate()
     }
 
+    /// Approximate heap bytes held by the union; cheap, for memory accounting.
+    pub fn memory_size(&self) -> usize {
+        self.union.estimated_size()
+    }
+
     /// `lgK` of the result sketch (the smallest `lgK` merged in, at most the configured one).
     pub fn lg_k(&self) -> u8 {
         self.union.lg_config_k()
@@ -299,6 +304,12 @@ impl ThetaAcc {
     /// The distinct-count estimate.
     pub fn estimate(&self) -> f64 {
         self.result().estimate()
+    }
+
+    /// Approximate heap bytes held (the update sketch's and the union's hash tables); cheap,
+    /// for memory accounting.
+    pub fn memory_size(&self) -> usize {
+        self.update.estimated_size() + self.union.estimated_size()
     }
 
     /// The serialized compact, ordered theta sketch (DataSketches format).

@@ -62,7 +62,8 @@
 //! writers render the same way (as text with `sqlStringifyArrays`, Druid's default). The
 //! parameters (`round`, `numStdDev`, `lgK`, `tgtHllType`, `size`, fractions, split points,
 //! values) must be constants; literals are validated at planning time. A null sketch gives a
-//! null result.
+//! null result. Sketch arguments may also be strings holding the base64 of a sketch (the form
+//! sketches take in JSON results), as Druid accepts.
 //!
 //! Sketch-valued results (and this module's sketch arguments, when they carry it) have the
 //! field metadata [`DRUID_TYPE_METADATA_KEY`] naming their Druid type
@@ -776,7 +777,7 @@ impl Accumulator for HllAccumulator {
     }
 
     fn size(&self) -> usize {
-        std::mem::size_of_val(self) + (1usize << self.acc.lg_k())
+        std::mem::size_of_val(self) + self.acc.memory_size()
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
@@ -837,9 +838,7 @@ impl Accumulator for ThetaAccumulator {
     }
 
     fn size(&self) -> usize {
-        // Retained hashes are 8 bytes; the update sketch and the union each hold up to ~2x
-        // the nominal entries before rebuilding. Estimated from the current estimate.
-        std::mem::size_of_val(self) + 16 * (self.acc.estimate().min(1e8) as usize) + 1024
+        std::mem::size_of_val(self) + self.acc.memory_size()
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
@@ -1270,6 +1269,7 @@ impl ScalarUDFImpl for SketchFunctionUdf {
             .zip(arg_types)
             .map(|(arg, dt)| {
                 let (ok, to) = match arg {
+                    Arg::Sketch if super::is_string(dt) => (true, DataType::Utf8),
                     Arg::Sketch => (is_binary_type(dt), DataType::Binary),
                     Arg::Round => (
                         matches!(dt, DataType::Boolean | DataType::Null),
@@ -1312,10 +1312,7 @@ impl ScalarUDFImpl for SketchFunctionUdf {
         let n = args.number_rows;
         for (arg, value) in layout.iter().zip(&args.args) {
             match (arg, value) {
-                (Arg::Sketch, v) => {
-                    let a = v.to_array(n)?;
-                    sketches.push(cast(&a, &DataType::Binary)?);
-                }
+                (Arg::Sketch, v) => sketches.push(sketch_array(f, v.to_array(n)?)?),
                 (_, ColumnarValue::Scalar(s)) => self.func.param(*arg, s, &mut p)?,
                 (_, ColumnarValue::Array(_)) => {
                     return plan_err!("{f}: parameters must be literals");
@@ -1326,6 +1323,58 @@ impl ScalarUDFImpl for SketchFunctionUdf {
         let out = evaluate(self.func, &p, &sketches, n)?;
         Ok(ColumnarValue::Array(out))
     }
+}
+
+/// A sketch argument as Binary: binary values as they are, strings decoded from base64 (the
+/// form sketches take in JSON results, which Druid's `HllSketchHolder.fromObj`,
+/// `SketchHolder.deserialize` and `DoublesSketchOperations.deserialize` accept too).
+fn sketch_array(func: &str, a: ArrayRef) -> Result<ArrayRef> {
+    if !super::is_string(a.data_type()) {
+        return Ok(cast(&a, &DataType::Binary)?);
+    }
+    let strings = cast(&a, &DataType::Utf8)?;
+    let mut out = BinaryBuilder::with_capacity(a.len(), 0);
+    for v in strings.as_string::<i32>().iter() {
+        match v {
+            None => out.append_null(),
+            Some(text) => match decode_base64(text) {
+                Some(bytes) => out.append_value(bytes),
+                None => return exec_err!("{func}: a string sketch argument is not base64"),
+            },
+        }
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+/// Decodes standard base64 (`A-Z a-z 0-9 + /`), padding optional, as `java.util.Base64`'s
+/// basic decoder; `None` for anything else.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    let body = text.trim_end_matches('=');
+    if text.len() - body.len() > 2 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(body.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0u32;
+    for c in body.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    // A single leftover character cannot encode a byte.
+    (bits < 6).then_some(out)
 }
 
 /// The sketch bytes of every sketch argument at `row`, or `None` when any is null.
@@ -1790,6 +1839,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn base64_sketches_and_multi_value_rows() {
+        let ctx = context();
+        foo(&ctx);
+        // Druid's DS_HLL(dim2) result as a JSON client receives it.
+        let b = run(
+            &ctx,
+            "SELECT HLL_SKETCH_ESTIMATE('AgEHDAMIAgDhUv8P63iABQ=='), \
+             HLL_SKETCH_ESTIMATE('AgEHDAMIAgDhUv8P63iABQ'), \
+             DS_GET_QUANTILE('AQMIHoAAAAA=', 0.5), \
+             APPROX_COUNT_DISTINCT_DS_HLL(make_array(dim1, dim2)), \
+             APPROX_COUNT_DISTINCT_DS_THETA(make_array(dim1, dim2)) FROM foo",
+        )
+        .await;
+        assert_eq!(f64_at(&b, 0, 0), 2.000000004967054);
+        assert_eq!(f64_at(&b, 1, 0), 2.000000004967054);
+        assert!(f64_at(&b, 2, 0).is_nan());
+        // Each element counts; null and empty elements are skipped: 10.1, 2, 1, def, abc, a.
+        assert_eq!(i64_at(&b, 3, 0), 6);
+        assert_eq!(i64_at(&b, 4, 0), 6);
+        let r = ctx
+            .sql("SELECT HLL_SKETCH_ESTIMATE('not base64!') FROM foo")
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        assert!(r.is_err());
+        assert_eq!(
+            decode_base64("AQMIHoAAAAA="),
+            Some(vec![1, 3, 8, 0x1e, 0x80, 0, 0, 0])
+        );
+        assert_eq!(decode_base64(""), Some(vec![]));
+        assert_eq!(decode_base64("A"), None);
+        assert_eq!(decode_base64("AB==="), None);
+    }
+
+    #[tokio::test]
     async fn quantiles_match_druid_test_results() {
         // Druid's DoublesSketchSqlAggregatorTest.testDoublesSketchPostAggs and
         // testDoublesSketchPostAggsPostSort, testEmptyTimeseriesResults.
@@ -2086,7 +2171,7 @@ mod tests {
             "SELECT HLL_SKETCH_ESTIMATE(DS_THETA(dim1)) FROM foo",
             "SELECT THETA_SKETCH_ESTIMATE(DS_HLL(dim1)) FROM foo",
             "SELECT DS_GET_QUANTILE(DS_HLL(dim1), 0.5) FROM foo",
-            "SELECT HLL_SKETCH_ESTIMATE(dim1) FROM foo",
+            "SELECT HLL_SKETCH_ESTIMATE(m1) FROM foo",
             "SELECT HLL_SKETCH_UNION(3, 'HLL_4', DS_HLL(dim1), DS_HLL(dim2)) FROM foo",
             "SELECT THETA_SKETCH_UNION(17, DS_THETA(dim1)) FROM foo",
             "SELECT THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_THETA(dim1)) FROM foo",
