@@ -337,6 +337,14 @@ fn num_std_dev(n: u8) -> Result<NumStdDev, SketchError> {
     }
 }
 
+fn theta_num_std_dev(n: i32) -> Result<NumStdDev, SketchError> {
+    u8::try_from(n)
+        .map_err(|_| {
+            SketchError::InvalidParameter(format!("numStdDev must be 1, 2 or 3, got [{n}]"))
+        })
+        .and_then(num_std_dev)
+}
+
 /// Which representation an HLL sketch is in (DataSketches `CurMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HllMode {
@@ -510,20 +518,30 @@ impl ThetaSketchView {
         self.sketch.estimate()
     }
 
-    /// The lower bound at `num_std_dev` (1, 2 or 3) standard deviations.
+    /// The lower bound at `num_std_dev` standard deviations. In exact mode (theta 1) it is
+    /// the estimate whatever `num_std_dev` is, as in DataSketches-java (Druid answers
+    /// `THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(.., 10)` on a small sketch).
     ///
     /// # Errors
-    /// [`SketchError::InvalidParameter`] naming `numStdDev` for other values.
-    pub fn lower_bound(&self, num_std_dev: u8) -> Result<f64, SketchError> {
-        Ok(self.sketch.lower_bound(self::num_std_dev(num_std_dev)?))
+    /// [`SketchError::InvalidParameter`] naming `numStdDev` when it is not 1, 2 or 3 and the
+    /// sketch is in estimation mode.
+    pub fn lower_bound(&self, num_std_dev: i32) -> Result<f64, SketchError> {
+        if !self.sketch.is_estimation_mode() {
+            return Ok(self.sketch.estimate());
+        }
+        Ok(self.sketch.lower_bound(theta_num_std_dev(num_std_dev)?))
     }
 
-    /// The upper bound at `num_std_dev` (1, 2 or 3) standard deviations.
+    /// The upper bound at `num_std_dev` standard deviations; see
+    /// [`lower_bound`](Self::lower_bound).
     ///
     /// # Errors
-    /// [`SketchError::InvalidParameter`] naming `numStdDev` for other values.
-    pub fn upper_bound(&self, num_std_dev: u8) -> Result<f64, SketchError> {
-        Ok(self.sketch.upper_bound(self::num_std_dev(num_std_dev)?))
+    /// As [`lower_bound`](Self::lower_bound).
+    pub fn upper_bound(&self, num_std_dev: i32) -> Result<f64, SketchError> {
+        if !self.sketch.is_estimation_mode() {
+            return Ok(self.sketch.estimate());
+        }
+        Ok(self.sketch.upper_bound(theta_num_std_dev(num_std_dev)?))
     }
 
     /// The sketch bytes (compact, ordered).
@@ -741,6 +759,11 @@ mod tests {
         assert_eq!(va.estimate(), 1000.0);
         assert_eq!(va.lower_bound(2).unwrap(), 1000.0);
         assert_eq!(
+            va.upper_bound(10).unwrap(),
+            1000.0,
+            "exact mode takes any numStdDev"
+        );
+        assert_eq!(
             ThetaSketchView::intersect(&[va.clone(), vb.clone()])
                 .unwrap()
                 .estimate(),
@@ -783,5 +806,6 @@ mod tests {
         );
         assert!(lo < est && est < hi, "{lo} {est} {hi}");
         assert!((est - 100_000.0).abs() < 100_000.0 * 0.1, "{est}");
+        assert!(ve.upper_bound(4).is_err());
     }
 }

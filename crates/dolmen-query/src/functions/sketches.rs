@@ -46,7 +46,7 @@
 //! | `HLL_SKETCH_UNION([lgK, tgtHllType,] sketch, ...)` | `COMPLEX<HLLSketch>` (lgK 12, `HLL_4` by default) |
 //! | `HLL_SKETCH_TO_STRING(sketch)` | VARCHAR: DataSketches-java's `HllSketch.toString()` summary |
 //! | `THETA_SKETCH_ESTIMATE(sketch)` | DOUBLE |
-//! | `THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(sketch, numStdDev)` | struct `{estimate, highBound, lowBound, numStdDev}` (Druid's `SketchEstimateWithErrorBounds`, a JSON object) |
+//! | `THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(sketch, numStdDev)` | struct `{estimate, highBound, lowBound, numStdDev}` (Druid's `SketchEstimateWithErrorBounds`, a JSON object); numStdDev must be 1, 2 or 3 for sketches in estimation mode, anything for exact ones (whose bounds are the estimate), as in DataSketches-java |
 //! | `THETA_SKETCH_UNION([size,] sketch, ...)` | `COMPLEX<thetaSketch>` (size 16384 by default) |
 //! | `THETA_SKETCH_INTERSECT([size,] sketch, ...)` | `COMPLEX<thetaSketch>` |
 //! | `THETA_SKETCH_NOT([size,] sketch, ...)` | `COMPLEX<thetaSketch>`: the first minus the others |
@@ -1151,7 +1151,7 @@ fn theta_bounds_fields() -> Fields {
 #[derive(Debug, Clone, Default)]
 struct Params {
     round: bool,
-    num_std_dev: Option<u8>,
+    num_std_dev: Option<i32>,
     lg_k: Option<u8>,
     target: Option<HllTargetType>,
     size: Option<u32>,
@@ -1169,7 +1169,17 @@ impl SketchFunction {
                 ScalarValue::Boolean(Some(b)) => p.round = *b,
                 _ => return plan_err!("{f}: round must be a boolean literal, got [{v}]"),
             },
-            Arg::NumStdDev => p.num_std_dev = Some(check_num_std_dev(f, v)?),
+            Arg::NumStdDev if self.family() == SketchFamily::Hll => {
+                p.num_std_dev = Some(i32::from(check_num_std_dev(f, v)?));
+            }
+            Arg::NumStdDev => {
+                // Theta: any int; only estimation-mode sketches need 1, 2 or 3.
+                let n = lit_int(f, "numStdDev", v)?;
+                p.num_std_dev = Some(
+                    i32::try_from(n)
+                        .map_err(|_| plan_error(format!("{f}: numStdDev out of range: [{n}]")))?,
+                );
+            }
             Arg::LgK => p.lg_k = Some(check_lg_k(f, v)?),
             Arg::TgtHllType => p.target = Some(check_tgt_hll_type(f, v)?),
             Arg::Size => p.size = Some(check_theta_size(f, v)?),
@@ -1443,7 +1453,7 @@ fn evaluate(func: SketchFunction, p: &Params, sketches: &[ArrayRef], n: usize) -
                 let values: Vec<f64> = match func {
                     HllSketchEstimateWithErrorBounds => {
                         let v = hll_view(f, s[0])?;
-                        let sd = p.num_std_dev.unwrap_or(1);
+                        let sd = u8::try_from(p.num_std_dev.unwrap_or(1)).unwrap_or(0);
                         vec![
                             v.estimate(),
                             v.lower_bound(sd).map_err(|e| exec_error(f, e))?,
@@ -1552,7 +1562,7 @@ fn evaluate(func: SketchFunction, p: &Params, sketches: &[ArrayRef], n: usize) -
                         est.push(Some(v.estimate()));
                         hi.push(Some(v.upper_bound(sd).map_err(|e| exec_error(f, e))?));
                         lo.push(Some(v.lower_bound(sd).map_err(|e| exec_error(f, e))?));
-                        sds.push(Some(i32::from(sd)));
+                        sds.push(Some(sd));
                         valid.push(true);
                     }
                     None => {
@@ -1875,6 +1885,62 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn theta_matches_druid_test_results() {
+        // Druid's ThetaSketchSqlAggregatorTest.testThetaSketchPostAggs (SQL-compatible nulls).
+        let ctx = context();
+        foo(&ctx);
+        let b = run(
+            &ctx,
+            "SELECT THETA_SKETCH_ESTIMATE(DS_THETA(dim2)), \
+             THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_THETA(dim2), 10), \
+             THETA_SKETCH_INTERSECT(DS_THETA(dim2), DS_THETA(dim1)), \
+             THETA_SKETCH_UNION(DS_THETA(dim2), DS_THETA(dim1)), \
+             THETA_SKETCH_NOT(DS_THETA(dim2), DS_THETA(dim1)), \
+             THETA_SKETCH_ESTIMATE(THETA_SKETCH_INTERSECT(THETA_SKETCH_INTERSECT(DS_THETA(dim2), DS_THETA(dim1)), DS_THETA(dim2))), \
+             THETA_SKETCH_ESTIMATE('AQMDAAA6zJOQxkPsNomrZQ=='), \
+             APPROX_COUNT_DISTINCT_DS_THETA(dim2) FROM foo",
+        )
+        .await;
+        assert_eq!(f64_at(&b, 0, 0), 2.0);
+        let s = b.column(1).as_struct();
+        let bounds: Vec<f64> = (0..3)
+            .map(|c| s.column(c).as_primitive::<Float64Type>().value(0))
+            .collect();
+        assert_eq!(bounds, [2.0, 2.0, 2.0]);
+        assert_eq!(
+            s.column(3)
+                .as_primitive::<arrow::datatypes::Int32Type>()
+                .value(0),
+            10
+        );
+        // Druid writes the one-entry results in DataSketches-java's single-item layout
+        // ("AQMDAAA6zJOQxkPsNomrZQ==", "AQMDAAA6zJMXwR1ShQcBew=="); the retained hash is the same.
+        assert!(hex(&bytes_at(&b, 2, 0)).ends_with("90c643ec3689ab65"));
+        // Byte for byte Druid's union, but for bytes 12..16, the sampling probability `p`
+        // that DataSketches-java writes as 1.0f and the Rust (like the C++) library as 0; readers
+        // ignore it in compact sketches.
+        let union = hex(&bytes_at(&b, 3, 0));
+        assert_eq!(&union[..24], "02030300001acc9306000000");
+        assert_eq!(
+            &union[32..],
+            "55d3073b4c21c309f873a80419ded73290c643ec3689ab65\
+             47966c9b779fe56917c11d528507017bf1b0b90e484d257d"
+        );
+        assert!(hex(&bytes_at(&b, 4, 0)).ends_with("17c11d528507017b"));
+        assert_eq!(f64_at(&b, 5, 0), 1.0);
+        assert_eq!(
+            f64_at(&b, 6, 0),
+            1.0,
+            "Java's single-item layout reads back"
+        );
+        assert_eq!(i64_at(&b, 7, 0), 2);
+        assert_eq!(
+            SketchFamily::of_field(b.schema().field(3)),
+            Some(SketchFamily::Theta)
+        );
+    }
+
+    #[tokio::test]
     async fn quantiles_match_druid_test_results() {
         // Druid's DoublesSketchSqlAggregatorTest.testDoublesSketchPostAggs and
         // testDoublesSketchPostAggsPostSort, testEmptyTimeseriesResults.
@@ -2175,7 +2241,7 @@ mod tests {
             "SELECT HLL_SKETCH_UNION(3, 'HLL_4', DS_HLL(dim1), DS_HLL(dim2)) FROM foo",
             "SELECT THETA_SKETCH_UNION(17, DS_THETA(dim1)) FROM foo",
             "SELECT THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_THETA(dim1)) FROM foo",
-            "SELECT THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_THETA(dim1), 0) FROM foo",
+            "SELECT HLL_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_HLL(dim1), 0) FROM foo",
             "SELECT DS_GET_QUANTILE(DS_QUANTILES_SKETCH(m1), 2) FROM foo",
             "SELECT DS_GET_QUANTILES(DS_QUANTILES_SKETCH(m1), 0.5, -0.1) FROM foo",
             "SELECT DS_CDF(DS_QUANTILES_SKETCH(m1), 0.6, 0.2) FROM foo",
