@@ -9,6 +9,7 @@
 //! | Function | Defaults | Result |
 //! |---|---|---|
 //! | `APPROX_COUNT_DISTINCT_DS_HLL(expr[, lgK[, tgtHllType]])` | lgK 12, `HLL_4` | BIGINT: the estimate rounded half up (`Math.round`), 0 for no rows |
+//! | `APPROX_COUNT_DISTINCT_DS_HLL_UTF8(expr[, lgK[, tgtHllType]])` | lgK 12, `HLL_4` | BIGINT, as above with strings hashed as UTF-8 (Druid's `stringEncoding: utf8`) |
 //! | `DS_HLL(expr[, lgK[, tgtHllType]])` | lgK 12, `HLL_4` | `COMPLEX<HLLSketch>`: DataSketches HLL bytes |
 //! | `APPROX_COUNT_DISTINCT_DS_THETA(expr[, size])` | size 16384 | BIGINT: the estimate truncated (Druid coerces the double estimate to BIGINT with `longValue`), 0 for no rows |
 //! | `DS_THETA(expr[, size])` | size 16384 | `COMPLEX<thetaSketch>`: compact ordered theta bytes |
@@ -298,6 +299,9 @@ fn is_binary_type(dt: &DataType) -> bool {
 pub enum SketchAggregate {
     /// `APPROX_COUNT_DISTINCT_DS_HLL(expr[, lgK[, tgtHllType]])` -> BIGINT.
     ApproxCountDistinctDsHll,
+    /// `APPROX_COUNT_DISTINCT_DS_HLL_UTF8(expr[, lgK[, tgtHllType]])` -> BIGINT: as
+    /// `APPROX_COUNT_DISTINCT_DS_HLL` with strings hashed as UTF-8 (`stringEncoding: utf8`).
+    ApproxCountDistinctDsHllUtf8,
     /// `DS_HLL(expr[, lgK[, tgtHllType]])` -> `COMPLEX<HLLSketch>`.
     DsHll,
     /// `APPROX_COUNT_DISTINCT_DS_THETA(expr[, size])` -> BIGINT.
@@ -312,8 +316,9 @@ pub enum SketchAggregate {
 
 impl SketchAggregate {
     /// Every aggregation, in documentation order.
-    pub const ALL: [SketchAggregate; 6] = [
+    pub const ALL: [SketchAggregate; 7] = [
         SketchAggregate::ApproxCountDistinctDsHll,
+        SketchAggregate::ApproxCountDistinctDsHllUtf8,
         SketchAggregate::DsHll,
         SketchAggregate::ApproxCountDistinctDsTheta,
         SketchAggregate::DsTheta,
@@ -325,6 +330,7 @@ impl SketchAggregate {
     pub fn name(self) -> &'static str {
         match self {
             SketchAggregate::ApproxCountDistinctDsHll => "approx_count_distinct_ds_hll",
+            SketchAggregate::ApproxCountDistinctDsHllUtf8 => "approx_count_distinct_ds_hll_utf8",
             SketchAggregate::DsHll => "ds_hll",
             SketchAggregate::ApproxCountDistinctDsTheta => "approx_count_distinct_ds_theta",
             SketchAggregate::DsTheta => "ds_theta",
@@ -337,6 +343,7 @@ impl SketchAggregate {
     pub fn sql_name(self) -> &'static str {
         match self {
             SketchAggregate::ApproxCountDistinctDsHll => "APPROX_COUNT_DISTINCT_DS_HLL",
+            SketchAggregate::ApproxCountDistinctDsHllUtf8 => "APPROX_COUNT_DISTINCT_DS_HLL_UTF8",
             SketchAggregate::DsHll => "DS_HLL",
             SketchAggregate::ApproxCountDistinctDsTheta => "APPROX_COUNT_DISTINCT_DS_THETA",
             SketchAggregate::DsTheta => "DS_THETA",
@@ -348,7 +355,9 @@ impl SketchAggregate {
     /// The sketch family it builds.
     pub fn family(self) -> SketchFamily {
         match self {
-            SketchAggregate::ApproxCountDistinctDsHll | SketchAggregate::DsHll => SketchFamily::Hll,
+            SketchAggregate::ApproxCountDistinctDsHll
+            | SketchAggregate::ApproxCountDistinctDsHllUtf8
+            | SketchAggregate::DsHll => SketchFamily::Hll,
             SketchAggregate::ApproxCountDistinctDsTheta | SketchAggregate::DsTheta => {
                 SketchFamily::Theta
             }
@@ -361,7 +370,9 @@ impl SketchAggregate {
     /// Smallest and largest argument count.
     fn arity(self) -> (usize, usize) {
         match self {
-            SketchAggregate::ApproxCountDistinctDsHll | SketchAggregate::DsHll => (1, 3),
+            SketchAggregate::ApproxCountDistinctDsHll
+            | SketchAggregate::ApproxCountDistinctDsHllUtf8
+            | SketchAggregate::DsHll => (1, 3),
             SketchAggregate::ApproxCountDistinctDsTheta
             | SketchAggregate::DsTheta
             | SketchAggregate::DsQuantilesSketch => (1, 2),
@@ -372,6 +383,7 @@ impl SketchAggregate {
     fn return_type(self) -> DataType {
         match self {
             SketchAggregate::ApproxCountDistinctDsHll
+            | SketchAggregate::ApproxCountDistinctDsHllUtf8
             | SketchAggregate::ApproxCountDistinctDsTheta => DataType::Int64,
             SketchAggregate::DsHll
             | SketchAggregate::DsTheta
@@ -478,7 +490,7 @@ impl SketchAggregateUdaf {
         Ok(match config {
             AggConfig::Hll { lg_k, target } => Box::new(HllAccumulator {
                 acc: HllAcc::new(lg_k, target).map_err(param)?,
-                count: self.func == SketchAggregate::ApproxCountDistinctDsHll,
+                func: self.func,
             }),
             AggConfig::Theta { size } => Box::new(ThetaAccumulator {
                 acc: ThetaAcc::new(size).map_err(param)?,
@@ -573,6 +585,7 @@ impl AggregateUDFImpl for SketchAggregateUdaf {
     fn default_value(&self, _data_type: &DataType) -> Result<ScalarValue> {
         Ok(match self.func {
             SketchAggregate::ApproxCountDistinctDsHll
+            | SketchAggregate::ApproxCountDistinctDsHllUtf8
             | SketchAggregate::ApproxCountDistinctDsTheta => ScalarValue::Int64(Some(0)),
             SketchAggregate::ApproxQuantileDs => ScalarValue::Float64(Some(f64::NAN)),
             _ => {
@@ -730,20 +743,16 @@ fn state_column(states: &[ArrayRef]) -> Result<Option<ArrayRef>> {
     }
 }
 
-/// `DS_HLL` / `APPROX_COUNT_DISTINCT_DS_HLL` state.
+/// `DS_HLL` / `APPROX_COUNT_DISTINCT_DS_HLL[_UTF8]` state.
 #[derive(Debug)]
 struct HllAccumulator {
     acc: HllAcc,
-    count: bool,
+    func: SketchAggregate,
 }
 
 impl HllAccumulator {
-    fn func(&self) -> &'static str {
-        if self.count {
-            "APPROX_COUNT_DISTINCT_DS_HLL"
-        } else {
-            "DS_HLL"
-        }
+    fn count(&self) -> bool {
+        self.func != SketchAggregate::DsHll
     }
 }
 
@@ -752,11 +761,16 @@ impl Accumulator for HllAccumulator {
         let Some(a) = values.first() else {
             return Ok(());
         };
-        let func = self.func();
+        let func = self.func.sql_name();
+        let encoding = if self.func == SketchAggregate::ApproxCountDistinctDsHllUtf8 {
+            HllStringEncoding::Utf8
+        } else {
+            HllStringEncoding::Utf16Le
+        };
         let acc = &mut self.acc;
         for_each_value(func, a, &mut |v| {
             match v {
-                Value::Str(s) => acc.update_str(s, HllStringEncoding::Utf16Le),
+                Value::Str(s) => acc.update_str(s, encoding),
                 Value::Long(l) => acc.update_i64(l),
                 Value::Double(d) => acc.update_f64(d),
                 Value::Sketch(b) => acc
@@ -768,7 +782,7 @@ impl Accumulator for HllAccumulator {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(if self.count {
+        Ok(if self.count() {
             // HllSketchAggregatorFactory.finalizeComputation with round: Math.round.
             ScalarValue::Int64(Some((self.acc.sketch_estimate() + 0.5).floor() as i64))
         } else {
@@ -1780,7 +1794,8 @@ mod tests {
              DS_HLL(POWER(ABS(m1 + 100), 2)), APPROX_COUNT_DISTINCT_DS_HLL(dim2), \
              HLL_SKETCH_TO_STRING(DS_HLL(dim2)), HLL_SKETCH_ESTIMATE(DS_HLL(dim2), true), \
              DS_HLL(dim2) FILTER (WHERE dim2 = 'a'), DS_HLL(m1) FILTER (WHERE dim2 = 'a'), \
-             APPROX_COUNT_DISTINCT_DS_HLL(dim1), APPROX_COUNT_DISTINCT_DS_HLL(dim2) FILTER (WHERE dim2 <> '') \
+             APPROX_COUNT_DISTINCT_DS_HLL(dim1), APPROX_COUNT_DISTINCT_DS_HLL(dim2) FILTER (WHERE dim2 <> ''), \
+             APPROX_COUNT_DISTINCT_DS_HLL_UTF8(dim2), APPROX_COUNT_DISTINCT_DS_HLL(dim1, CAST(21 AS BIGINT)) \
              FROM foo",
         )
         .await;
@@ -1819,6 +1834,8 @@ mod tests {
         );
         assert_eq!(i64_at(&b, 12, 0), 5, "empty strings are skipped");
         assert_eq!(i64_at(&b, 13, 0), 2);
+        assert_eq!(i64_at(&b, 14, 0), 2);
+        assert_eq!(i64_at(&b, 15, 0), 5);
         // Sketch results are typed COMPLEX<HLLSketch> through the field metadata.
         let f = b.schema().field(0).clone();
         assert_eq!(SketchFamily::of_field(&f), Some(SketchFamily::Hll));
@@ -2259,6 +2276,19 @@ mod tests {
                 "{sql}: not a plan error: {e:?}"
             );
         }
+        // Aggregation parameters are checked while the plan is optimized, before execution.
+        let e = ctx
+            .sql("SELECT g, DS_THETA(dim1, 1000) FROM (SELECT dim1, cnt AS g FROM foo) GROUP BY g")
+            .await
+            .unwrap()
+            .into_optimized_plan()
+            .unwrap_err();
+        assert!(matches!(e.find_root(), DataFusionError::Plan(_)), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("DS_THETA: size must be a power of 2"),
+            "{e}"
+        );
         // Parameters that are expressions of columns are refused at execution.
         let r = ctx
             .sql("SELECT DS_GET_QUANTILE(DS_QUANTILES_SKETCH(m1), MAX(m1) / 10) FROM foo")
