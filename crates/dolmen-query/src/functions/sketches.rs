@@ -1958,6 +1958,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn results_render_as_druid_json() {
+        // Through the Druid result writer (array format): sketches as base64 strings, arrays
+        // stringified, theta bounds as a JSON object; values as in Druid's tests.
+        use crate::writer::{ResultFormat, ResultWriter, column_infos};
+        let ctx = context();
+        foo(&ctx);
+        let b = run(
+            &ctx,
+            "SELECT DS_HLL(dim2), HLL_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_HLL(dim2)), \
+             THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_THETA(dim2), 10), \
+             DS_QUANTILES_SKETCH(m1) FILTER (WHERE dim1 = 'nonexistent'), \
+             DS_HISTOGRAM(DS_QUANTILES_SKETCH(cnt), 0.2, 0.6) FROM foo",
+        )
+        .await;
+        let mut w = ResultWriter::new(
+            ResultFormat::Array,
+            column_infos(&b.schema()),
+            false,
+            false,
+            false,
+            dolmen_common::zone::Zone::Utc,
+        );
+        let mut out = Vec::new();
+        w.start(&mut out);
+        w.write_batch(&b, &mut out).unwrap();
+        w.finish(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[[\"AgEHDAMIAgDhUv8P63iABQ==\",\"[2.000000004967054,2.0,2.000099863468538]\",\
+             {\"estimate\":2.0,\"highBound\":2.0,\"lowBound\":2.0,\"numStdDev\":10},\
+             \"AQMIHoAAAAA=\",\"[0.0,0.0,6.0]\"]]\n"
+        );
+    }
+
+    #[tokio::test]
     async fn quantiles_match_druid_test_results() {
         // Druid's DoublesSketchSqlAggregatorTest.testDoublesSketchPostAggs and
         // testDoublesSketchPostAggsPostSort, testEmptyTimeseriesResults.
