@@ -8,7 +8,10 @@
 //!   Druid's default) or its UTF-8 bytes (`utf8`); empty strings and nulls are skipped.
 //! - `thetaSketch` (`SketchAggregator.updateUnion`): a string hashes as its UTF-8 bytes (Java's
 //!   `UpdateSketch.update(String)`); numbers as the UTF-8 bytes of their decimal text; empty
-//!   strings and nulls are skipped.
+//!   strings and nulls are skipped. [`ThetaAcc::update_i64`] and [`ThetaAcc::update_f64`] hash
+//!   a long as its 8 little-endian bytes and a double as its canonical bits (Java's
+//!   `update(long)`/`update(double)`, what `SketchAggregator.updateUnion` does with `Long` and
+//!   `Double` values, e.g. SQL `DS_THETA` over a numeric column).
 //!
 //! Both use MurmurHash3 x64-128 with DataSketches' default seed 9001 (the crate's default).
 
