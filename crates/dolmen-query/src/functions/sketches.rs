@@ -28,7 +28,8 @@
 //!   of the double; empty strings are skipped.
 //! - Theta (`SketchAggregator.updateUnion`): strings as UTF-8 bytes (empty skipped), longs as 8
 //!   little-endian bytes, doubles as the bits of the double.
-//! - Quantiles: numbers as doubles (NaN skipped); numeric strings are parsed, others skipped.
+//! - Quantiles: numbers as doubles (NaN skipped; booleans as 0/1, timestamps as epoch millis);
+//!   numeric strings are parsed, others skipped; arrays are refused.
 //! - Multi-value strings and arrays: each element, as a string (Druid hashes `entry.toString()`).
 //! - Binary values are serialized sketches of the function's family (what segment sketch
 //!   columns hold; `HLLSketchMerge`/`thetaSketch`/`quantilesDoublesSketch` merge aggregators):
@@ -541,7 +542,18 @@ impl AggregateUDFImpl for SketchAggregateUdaf {
         let first = &arg_types[0];
         let ok = match self.func.family() {
             SketchFamily::Quantiles => {
-                is_numeric_type(first) || is_binary_type(first) || super::is_string(first)
+                // Druid's LONG-typed booleans and timestamps (epoch millis) included.
+                is_numeric_type(first)
+                    || is_binary_type(first)
+                    || super::is_string(first)
+                    || matches!(
+                        first,
+                        DataType::Boolean
+                            | DataType::Timestamp(..)
+                            | DataType::Date32
+                            | DataType::Date64
+                            | DataType::Dictionary(..)
+                    )
             }
             _ => !matches!(
                 first,
@@ -2066,7 +2078,8 @@ mod tests {
              APPROX_COUNT_DISTINCT_DS_HLL(l), APPROX_COUNT_DISTINCT_DS_THETA(l), \
              APPROX_COUNT_DISTINCT_DS_HLL(d), APPROX_COUNT_DISTINCT_DS_THETA(d), \
              THETA_SKETCH_ESTIMATE(DS_THETA(s)), APPROX_QUANTILE_DS(l, 0.5, 256), \
-             APPROX_COUNT_DISTINCT_DS_HLL(CASE WHEN l < 0 THEN s END) FROM big",
+             APPROX_COUNT_DISTINCT_DS_HLL(CASE WHEN l < 0 THEN s END), \
+             APPROX_QUANTILE_DS(to_timestamp_millis(l), 1.0) FROM big",
         )
         .await;
         // HLL is exact (LIST/SET mode) well below 3/4 * 2^lgK distinct values; theta below size.
@@ -2080,6 +2093,7 @@ mod tests {
         // Exact below 2k = 512 items: the smallest item whose rank reaches 0.5 * 320 = 160.
         assert_eq!(f64_at(&b, 7, 0), 159.0);
         assert_eq!(i64_at(&b, 8, 0), 0, "all-null input counts nothing");
+        assert_eq!(f64_at(&b, 9, 0), 319.0, "timestamps as epoch millis");
     }
 
     #[tokio::test]
@@ -2283,7 +2297,7 @@ mod tests {
             "SELECT APPROX_QUANTILE_DS(m1, 1.5) FROM foo",
             "SELECT APPROX_QUANTILE_DS(m1) FROM foo",
             "SELECT APPROX_QUANTILE_DS(m1, m1) FROM foo",
-            "SELECT DS_QUANTILES_SKETCH(dim1 = 'a') FROM foo",
+            "SELECT DS_QUANTILES_SKETCH(make_array(m1)) FROM foo",
             "SELECT HLL_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_HLL(dim1), 4) FROM foo",
             "SELECT HLL_SKETCH_ESTIMATE(DS_HLL(dim1), 'yes') FROM foo",
             "SELECT HLL_SKETCH_ESTIMATE(DS_THETA(dim1)) FROM foo",
