@@ -1303,6 +1303,25 @@ mod tests {
             summary.contains("Max Item                     : 9.990000e+02"),
             "{summary}"
         );
+        // The counts of Druid's documented DS_QUANTILE_SUMMARY example (k 128, N 566,138; the
+        // example's sketch is a compact one, whose buffer capacity is its retained items).
+        let mut doc = DoublesSketch::new(128).unwrap();
+        for i in 0..566_138u32 {
+            doc.update(f64::from(i % 4962));
+        }
+        let summary = doc.summary();
+        for line in [
+            "   N                            : 566,138\n",
+            "   Levels (Needed, Total, Valid): 12, 12, 5\n",
+            "   Level Bit Pattern            : 100010100011\n",
+            "   BaseBufferCount              : 122\n",
+            "   Combined Buffer Capacity     : 1,792\n",
+            "   Retained Items               : 762\n",
+            "   Compact Storage Bytes        : 6,128\n",
+            "   Updatable Storage Bytes      : 14,368\n",
+        ] {
+            assert!(summary.contains(line), "{line}{summary}");
+        }
         assert!(big.cdf(&[1.0, 1.0]).is_err());
         assert!(big.cdf(&[f64::NAN]).is_err());
         let empty = DoublesSketch::new(128).unwrap();
