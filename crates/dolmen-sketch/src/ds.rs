@@ -8,14 +8,19 @@
 //!   Druid's default) or its UTF-8 bytes (`utf8`); empty strings and nulls are skipped.
 //! - `thetaSketch` (`SketchAggregator.updateUnion`): a string hashes as its UTF-8 bytes (Java's
 //!   `UpdateSketch.update(String)`); numbers as the UTF-8 bytes of their decimal text; empty
-//!   strings and nulls are skipped.
+//!   strings and nulls are skipped. [`ThetaAcc::update_i64`] and [`ThetaAcc::update_f64`] hash
+//!   a long as its 8 little-endian bytes and a double as its canonical bits (Java's
+//!   `update(long)`/`update(double)`, what `SketchAggregator.updateUnion` does with `Long` and
+//!   `Double` values, e.g. SQL `DS_THETA` over a numeric column).
 //!
 //! Both use MurmurHash3 x64-128 with DataSketches' default seed 9001 (the crate's default).
 
+use datasketches::common::NumStdDev;
 use datasketches::hash::value::raw_bytes;
 use datasketches::hll::{HllSketch, HllType, HllUnion};
 use datasketches::theta::{
-    CompactThetaSketch, ThetaSketch, ThetaSketchBuilder, ThetaUnion, ThetaUnionBuilder,
+    CompactThetaSketch, ThetaANotB, ThetaIntersection, ThetaSketch, ThetaSketchBuilder, ThetaUnion,
+    ThetaUnionBuilder,
 };
 
 use crate::SketchError;
@@ -45,6 +50,15 @@ impl HllTargetType {
             other => Err(SketchError::InvalidParameter(format!(
                 "tgtHllType must be HLL_4, HLL_6 or HLL_8, got [{other}]"
             ))),
+        }
+    }
+
+    /// Druid's name: `HLL_4`, `HLL_6` or `HLL_8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HllTargetType::Hll4 => "HLL_4",
+            HllTargetType::Hll6 => "HLL_6",
+            HllTargetType::Hll8 => "HLL_8",
         }
     }
 
@@ -158,6 +172,28 @@ impl HllAcc {
         self.union.estimate()
     }
 
+    /// The distinct-count estimate of the result sketch ([`to_bytes`](Self::to_bytes) read back
+    /// gives the same value), which can differ from [`estimate`](Self::estimate) (the union's own
+    /// estimate) in the last digits once the sketch is in HLL mode.
+    pub fn sketch_estimate(&self) -> f64 {
+        self.union.to_sketch(self.target.to_ds()).estimate()
+    }
+
+    /// Approximate heap bytes held by the union; cheap, for memory accounting.
+    pub fn memory_size(&self) -> usize {
+        self.union.estimated_size()
+    }
+
+    /// `lgK` of the result sketch (the smallest `lgK` merged in, at most the configured one).
+    pub fn lg_k(&self) -> u8 {
+        self.union.lg_config_k()
+    }
+
+    /// The target type of the result sketch.
+    pub fn target(&self) -> HllTargetType {
+        self.target
+    }
+
     /// The serialized sketch (DataSketches HLL format of the target type, as Druid's
     /// `HllSketchHolder.toByteArray`, readable by `HllSketch.heapify`).
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -218,6 +254,21 @@ impl ThetaAcc {
         self.update.update(raw_bytes::from_str(value));
     }
 
+    /// Adds a long: its 8 little-endian bytes (Java's `UpdateSketch.update(long)`, what Druid's
+    /// query-time `thetaSketch` aggregator does with a LONG column).
+    pub fn update_i64(&mut self, value: i64) {
+        self.update
+            .update(raw_bytes::from_slice(&value.to_le_bytes()));
+    }
+
+    /// Adds a double: the little-endian bits of the value, -0.0 as 0.0 and NaN canonical (Java's
+    /// `UpdateSketch.update(double)`, what Druid's query-time `thetaSketch` aggregator does with
+    /// a DOUBLE column).
+    pub fn update_f64(&mut self, value: f64) {
+        self.update
+            .update(raw_bytes::from_slice(&canonical_bits(value).to_le_bytes()));
+    }
+
     /// The union of the update sketch and the merged sketches.
     fn result(&self) -> CompactThetaSketch {
         if self.update.is_empty() {
@@ -258,6 +309,12 @@ impl ThetaAcc {
         self.result().estimate()
     }
 
+    /// Approximate heap bytes held (the update sketch's and the union's hash tables); cheap,
+    /// for memory accounting.
+    pub fn memory_size(&self) -> usize {
+        self.update.estimated_size() + self.union.estimated_size()
+    }
+
     /// The serialized compact, ordered theta sketch (DataSketches format).
     pub fn to_bytes(&self) -> Vec<u8> {
         self.result().serialize()
@@ -269,6 +326,271 @@ impl Clone for ThetaAcc {
         let mut copy = Self::with_lg_k(self.lg_k).expect("lg_k validated at construction");
         copy.merge(self);
         copy
+    }
+}
+
+fn num_std_dev(n: u8) -> Result<NumStdDev, SketchError> {
+    match n {
+        1 => Ok(NumStdDev::One),
+        2 => Ok(NumStdDev::Two),
+        3 => Ok(NumStdDev::Three),
+        other => Err(SketchError::InvalidParameter(format!(
+            "numStdDev must be 1, 2 or 3, got [{other}]"
+        ))),
+    }
+}
+
+fn theta_num_std_dev(n: i32) -> Result<NumStdDev, SketchError> {
+    u8::try_from(n)
+        .map_err(|_| {
+            SketchError::InvalidParameter(format!("numStdDev must be 1, 2 or 3, got [{n}]"))
+        })
+        .and_then(num_std_dev)
+}
+
+/// Which representation an HLL sketch is in (DataSketches `CurMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HllMode {
+    /// `LIST`: a short list of coupons (few distinct values).
+    List,
+    /// `SET`: a hash set of coupons.
+    Set,
+    /// `HLL`: the register array.
+    Hll,
+}
+
+impl HllMode {
+    /// DataSketches' name: `LIST`, `SET` or `HLL`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HllMode::List => "LIST",
+            HllMode::Set => "SET",
+            HllMode::Hll => "HLL",
+        }
+    }
+}
+
+/// The preamble fields of a serialized HLL sketch that Java's `HllSketch.toString` summary
+/// shows (DataSketches `PreambleUtil` layout).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HllPreamble {
+    /// `lgK`.
+    pub lg_k: u8,
+    /// Target type.
+    pub target: HllTargetType,
+    /// Current mode.
+    pub mode: HllMode,
+    /// The out-of-order flag (estimates use the composite estimator instead of HIP).
+    pub out_of_order: bool,
+    /// The rebuild-curMin/numAtCurMin/KxQ flag (Java's `Rebuild KxQ Flg`).
+    pub rebuild_kxq: bool,
+    /// Coupons held (LIST and SET modes; 0 in HLL mode).
+    pub coupon_count: u32,
+    /// Smallest register value (HLL mode).
+    pub cur_min: u8,
+    /// Registers at `cur_min` (HLL mode).
+    pub num_at_cur_min: u32,
+    /// HIP accumulator (HLL mode).
+    pub hip_accum: f64,
+    /// KxQ0 (HLL mode).
+    pub kxq0: f64,
+    /// KxQ1 (HLL mode).
+    pub kxq1: f64,
+}
+
+/// A serialized DataSketches HLL sketch read back, for post-processing (estimate, bounds,
+/// summary).
+#[derive(Debug, Clone)]
+pub struct HllSketchView {
+    sketch: HllSketch,
+    preamble: HllPreamble,
+}
+
+impl HllSketchView {
+    /// Reads a serialized HLL sketch (any type, lgK, mode; compact or updatable).
+    ///
+    /// # Errors
+    /// [`SketchError::InvalidBytes`] when `bytes` is not an HLL sketch.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, SketchError> {
+        let sketch =
+            HllSketch::deserialize(bytes).map_err(|e| SketchError::InvalidBytes(e.to_string()))?;
+        let bad = || SketchError::InvalidBytes("HLL sketch preamble too short".to_string());
+        let byte = |i: usize| bytes.get(i).copied().ok_or_else(bad);
+        let u32_at = |i: usize| -> Result<u32, SketchError> {
+            let b = bytes.get(i..i + 4).ok_or_else(bad)?;
+            Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let f64_at = |i: usize| -> Result<f64, SketchError> {
+            let b = bytes.get(i..i + 8).ok_or_else(bad)?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            Ok(f64::from_le_bytes(a))
+        };
+        let flags = byte(5)?;
+        let mode_byte = byte(7)?;
+        let target = match (mode_byte >> 2) & 3 {
+            0 => HllTargetType::Hll4,
+            1 => HllTargetType::Hll6,
+            _ => HllTargetType::Hll8,
+        };
+        let mut preamble = HllPreamble {
+            lg_k: byte(3)?,
+            target,
+            mode: HllMode::List,
+            out_of_order: flags & 16 != 0,
+            rebuild_kxq: flags & 32 != 0,
+            coupon_count: 0,
+            cur_min: 0,
+            num_at_cur_min: 0,
+            hip_accum: 0.0,
+            kxq0: 0.0,
+            kxq1: 0.0,
+        };
+        match mode_byte & 3 {
+            0 => {
+                preamble.coupon_count = if flags & 4 != 0 {
+                    0
+                } else {
+                    u32::from(byte(6)?)
+                };
+            }
+            1 => {
+                preamble.mode = HllMode::Set;
+                preamble.coupon_count = u32_at(8)?;
+            }
+            _ => {
+                preamble.mode = HllMode::Hll;
+                preamble.cur_min = byte(6)?;
+                preamble.hip_accum = f64_at(8)?;
+                preamble.kxq0 = f64_at(16)?;
+                preamble.kxq1 = f64_at(24)?;
+                preamble.num_at_cur_min = u32_at(32)?;
+            }
+        }
+        Ok(HllSketchView { sketch, preamble })
+    }
+
+    /// The distinct-count estimate.
+    pub fn estimate(&self) -> f64 {
+        self.sketch.estimate()
+    }
+
+    /// The lower bound at `num_std_dev` (1, 2 or 3) standard deviations.
+    ///
+    /// # Errors
+    /// [`SketchError::InvalidParameter`] naming `numStdDev` for other values.
+    pub fn lower_bound(&self, num_std_dev: u8) -> Result<f64, SketchError> {
+        Ok(self.sketch.lower_bound(self::num_std_dev(num_std_dev)?))
+    }
+
+    /// The upper bound at `num_std_dev` (1, 2 or 3) standard deviations.
+    ///
+    /// # Errors
+    /// [`SketchError::InvalidParameter`] naming `numStdDev` for other values.
+    pub fn upper_bound(&self, num_std_dev: u8) -> Result<f64, SketchError> {
+        Ok(self.sketch.upper_bound(self::num_std_dev(num_std_dev)?))
+    }
+
+    /// The preamble fields (mode, flags, HIP state, ...).
+    pub fn preamble(&self) -> &HllPreamble {
+        &self.preamble
+    }
+}
+
+/// A serialized DataSketches theta sketch read back (compact, default seed), for
+/// post-processing: estimate, bounds, and Druid's set operations (`SketchHolder
+/// .sketchSetOperation`).
+#[derive(Debug, Clone)]
+pub struct ThetaSketchView {
+    sketch: CompactThetaSketch,
+}
+
+impl ThetaSketchView {
+    /// Reads a serialized compact theta sketch of the default seed.
+    ///
+    /// # Errors
+    /// [`SketchError::InvalidBytes`] when `bytes` is not one.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, SketchError> {
+        let sketch = CompactThetaSketch::deserialize(bytes)
+            .map_err(|e| SketchError::InvalidBytes(e.to_string()))?;
+        Ok(ThetaSketchView { sketch })
+    }
+
+    /// The distinct-count estimate.
+    pub fn estimate(&self) -> f64 {
+        self.sketch.estimate()
+    }
+
+    /// The lower bound at `num_std_dev` standard deviations. In exact mode (theta 1) it is
+    /// the estimate whatever `num_std_dev` is, as in DataSketches-java (Druid answers
+    /// `THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(.., 10)` on a small sketch).
+    ///
+    /// # Errors
+    /// [`SketchError::InvalidParameter`] naming `numStdDev` when it is not 1, 2 or 3 and the
+    /// sketch is in estimation mode.
+    pub fn lower_bound(&self, num_std_dev: i32) -> Result<f64, SketchError> {
+        if !self.sketch.is_estimation_mode() {
+            return Ok(self.sketch.estimate());
+        }
+        Ok(self.sketch.lower_bound(theta_num_std_dev(num_std_dev)?))
+    }
+
+    /// The upper bound at `num_std_dev` standard deviations; see
+    /// [`lower_bound`](Self::lower_bound).
+    ///
+    /// # Errors
+    /// As [`lower_bound`](Self::lower_bound).
+    pub fn upper_bound(&self, num_std_dev: i32) -> Result<f64, SketchError> {
+        if !self.sketch.is_estimation_mode() {
+            return Ok(self.sketch.estimate());
+        }
+        Ok(self.sketch.upper_bound(theta_num_std_dev(num_std_dev)?))
+    }
+
+    /// The sketch bytes (compact, ordered).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.sketch.serialize()
+    }
+
+    /// The intersection of `sketches` (at least one), as a compact ordered sketch (Java's
+    /// `Intersection.intersect` over each, then `getResult`).
+    ///
+    /// # Errors
+    /// [`SketchError::InvalidParameter`] when `sketches` is empty, [`SketchError::InvalidBytes`]
+    /// when the sketches disagree on the seed.
+    pub fn intersect(sketches: &[ThetaSketchView]) -> Result<ThetaSketchView, SketchError> {
+        let mut inter = ThetaIntersection::default();
+        for s in sketches {
+            inter
+                .update(&s.sketch)
+                .map_err(|e| SketchError::InvalidBytes(e.to_string()))?;
+        }
+        inter
+            .to_sketch(true)
+            .map(|sketch| ThetaSketchView { sketch })
+            .ok_or_else(|| {
+                SketchError::InvalidParameter("an intersection needs at least one sketch".into())
+            })
+    }
+
+    /// `sketches[0]` minus each following sketch in turn (Java's `AnotB.aNotB` chained, as
+    /// Druid's `SketchHolder.sketchSetOperation(NOT, ..)`).
+    ///
+    /// # Errors
+    /// [`SketchError::InvalidParameter`] when `sketches` is empty, [`SketchError::InvalidBytes`]
+    /// when the sketches disagree on the seed.
+    pub fn a_not_b(sketches: &[ThetaSketchView]) -> Result<ThetaSketchView, SketchError> {
+        let (first, rest) = sketches.split_first().ok_or_else(|| {
+            SketchError::InvalidParameter("a set difference needs at least one sketch".into())
+        })?;
+        let op = ThetaANotB::default();
+        let mut result = first.sketch.clone();
+        for b in rest {
+            result = op
+                .compute(&result, &b.sketch, true)
+                .map_err(|e| SketchError::InvalidBytes(e.to_string()))?;
+        }
+        Ok(ThetaSketchView { sketch: result })
     }
 }
 
@@ -380,5 +702,113 @@ mod tests {
         c.merge_bytes(&bytes).unwrap();
         assert!((c.estimate() - 4000.0).abs() < 1.0);
         assert!(c.merge_bytes(&[0xff; 5]).is_err());
+    }
+
+    fn b64(s: &str) -> Vec<u8> {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+    }
+
+    #[test]
+    fn hll_bytes_and_estimates_match_druid() {
+        // Druid's HllSketchSqlAggregatorTest (EXPECTED_PA_RESULT): DS_HLL(dim2) over the test
+        // datasource holds "a" and "abc" (utf16le), DS_HLL(cnt) the long 1.
+        let mut dim2 = HllAcc::new(12, HllTargetType::Hll4).unwrap();
+        for v in ["a", "", "a", "abc"] {
+            dim2.update_str(v, HllStringEncoding::Utf16Le);
+        }
+        assert_eq!(dim2.to_bytes(), b64("AgEHDAMIAgDhUv8P63iABQ=="));
+        let mut cnt = HllAcc::new(12, HllTargetType::Hll4).unwrap();
+        cnt.update_i64(1);
+        assert_eq!(cnt.to_bytes(), b64("AgEHDAMIAQAr8vsG"));
+        let view = HllSketchView::from_bytes(&dim2.to_bytes()).unwrap();
+        assert_eq!(view.estimate(), 2.000000004967054);
+        assert_eq!(view.lower_bound(2).unwrap(), 2.0);
+        assert_eq!(view.upper_bound(2).unwrap(), 2.0001997319422404);
+        assert_eq!(view.upper_bound(1).unwrap(), 2.000099863468538);
+        assert!(view.upper_bound(4).is_err());
+        let p = view.preamble();
+        assert_eq!((p.lg_k, p.mode, p.coupon_count), (12, HllMode::List, 2));
+        assert_eq!(p.target, HllTargetType::Hll4);
+        assert_eq!(dim2.sketch_estimate(), view.estimate());
+        // HLL mode preamble.
+        let mut big = HllAcc::new(10, HllTargetType::Hll8).unwrap();
+        for i in 0..50_000 {
+            big.update_i64(i);
+        }
+        let view = HllSketchView::from_bytes(&big.to_bytes()).unwrap();
+        let p = view.preamble();
+        assert_eq!(
+            (p.lg_k, p.mode, p.target),
+            (10, HllMode::Hll, HllTargetType::Hll8)
+        );
+        assert!(p.hip_accum > 0.0 || p.out_of_order, "{p:?}");
+        assert!((view.estimate() - 50_000.0).abs() < 50_000.0 * 0.1);
+        assert_eq!(big.sketch_estimate(), view.estimate());
+        assert!(HllSketchView::from_bytes(&[2, 1, 7]).is_err());
+    }
+
+    #[test]
+    fn theta_numbers_bounds_and_set_operations() {
+        let mut a = ThetaAcc::new(THETA_DEFAULT_SIZE).unwrap();
+        let mut b = ThetaAcc::new(THETA_DEFAULT_SIZE).unwrap();
+        for i in 0..1000 {
+            a.update_i64(i);
+            b.update_f64((i + 600) as f64);
+        }
+        // Longs and doubles hash differently (as in Java): no overlap between 600.0 and 600.
+        let va = ThetaSketchView::from_bytes(&a.to_bytes()).unwrap();
+        let vb = ThetaSketchView::from_bytes(&b.to_bytes()).unwrap();
+        assert_eq!(va.estimate(), 1000.0);
+        assert_eq!(va.lower_bound(2).unwrap(), 1000.0);
+        assert_eq!(
+            va.upper_bound(10).unwrap(),
+            1000.0,
+            "exact mode takes any numStdDev"
+        );
+        assert_eq!(
+            ThetaSketchView::intersect(&[va.clone(), vb.clone()])
+                .unwrap()
+                .estimate(),
+            0.0
+        );
+        let mut c = ThetaAcc::new(THETA_DEFAULT_SIZE).unwrap();
+        for i in 500..2000 {
+            c.update_i64(i);
+        }
+        let vc = ThetaSketchView::from_bytes(&c.to_bytes()).unwrap();
+        let inter = ThetaSketchView::intersect(&[va.clone(), vc.clone()]).unwrap();
+        assert_eq!(inter.estimate(), 500.0);
+        let diff = ThetaSketchView::a_not_b(&[vc.clone(), va.clone()]).unwrap();
+        assert_eq!(diff.estimate(), 1000.0);
+        let diff2 = ThetaSketchView::a_not_b(&[vc.clone(), va, inter]).unwrap();
+        assert_eq!(diff2.estimate(), 1000.0);
+        assert_eq!(
+            ThetaSketchView::a_not_b(std::slice::from_ref(&vc))
+                .unwrap()
+                .estimate(),
+            1500.0
+        );
+        assert!(ThetaSketchView::a_not_b(&[]).is_err());
+        assert!(ThetaSketchView::intersect(&[]).is_err());
+        // -0.0 and 0.0 are one value.
+        let mut z = ThetaAcc::new(THETA_DEFAULT_SIZE).unwrap();
+        z.update_f64(0.0);
+        z.update_f64(-0.0);
+        assert_eq!(z.estimate(), 1.0);
+        // Estimation mode: bounds bracket the estimate.
+        let mut e = ThetaAcc::new(1024).unwrap();
+        for i in 0..100_000 {
+            e.update_i64(i);
+        }
+        let ve = ThetaSketchView::from_bytes(&e.to_bytes()).unwrap();
+        let (lo, est, hi) = (
+            ve.lower_bound(1).unwrap(),
+            ve.estimate(),
+            ve.upper_bound(1).unwrap(),
+        );
+        assert!(lo < est && est < hi, "{lo} {est} {hi}");
+        assert!((est - 100_000.0).abs() < 100_000.0 * 0.1, "{est}");
+        assert!(ve.upper_bound(4).is_err());
     }
 }

@@ -18,7 +18,8 @@ pub mod quantiles;
 mod ds;
 
 pub use ds::{
-    HLL_LG_K_RANGE, HllAcc, HllStringEncoding, HllTargetType, THETA_DEFAULT_SIZE, ThetaAcc,
+    HLL_LG_K_RANGE, HllAcc, HllMode, HllPreamble, HllSketchView, HllStringEncoding, HllTargetType,
+    THETA_DEFAULT_SIZE, ThetaAcc, ThetaSketchView,
 };
 
 /// A sketch that could not be built, read or merged.

@@ -440,6 +440,158 @@ impl DoublesSketch {
         })
     }
 
+    /// Checks split points as DataSketches does (`QuantilesUtil.checkDoublesSplitPointsOrder`):
+    /// none NaN, strictly increasing.
+    ///
+    /// # Errors
+    /// [`SketchError::InvalidParameter`] otherwise.
+    pub fn check_split_points(split_points: &[f64]) -> Result<(), SketchError> {
+        if split_points.iter().any(|v| v.is_nan()) || split_points.windows(2).any(|w| w[0] >= w[1])
+        {
+            return Err(SketchError::InvalidParameter(format!(
+                "split points must be unique, monotonically increasing and not NaN, got {split_points:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The approximate CDF at `split_points` (DataSketches `getCDF(splitPoints)` with the
+    /// default `INCLUSIVE` criterion): `split_points.len() + 1` normalized ranks, the `i`-th the
+    /// fraction of items `<= split_points[i]`, the last 1.0.
+    ///
+    /// Returns `None` when the sketch is empty (DataSketches throws; Druid's
+    /// `quantilesDoublesSketchToCDF` returns NaNs).
+    ///
+    /// # Errors
+    /// [`SketchError::InvalidParameter`] when the split points fail
+    /// [`check_split_points`](Self::check_split_points).
+    pub fn cdf(&self, split_points: &[f64]) -> Result<Option<Vec<f64>>, SketchError> {
+        Self::check_split_points(split_points)?;
+        if self.n == 0 {
+            return Ok(None);
+        }
+        let (quantiles, cum_weights) = self.sorted_view();
+        let n = self.n as f64;
+        let mut out: Vec<f64> = split_points
+            .iter()
+            .map(|&sp| {
+                let count = quantiles.partition_point(|&q| q <= sp);
+                if count == 0 {
+                    0.0
+                } else {
+                    cum_weights[count - 1] as f64 / n
+                }
+            })
+            .collect();
+        out.push(1.0);
+        Ok(Some(out))
+    }
+
+    /// The approximate PMF over the bins the split points define (DataSketches
+    /// `getPMF(splitPoints)`, `INCLUSIVE`): `split_points.len() + 1` fractions of the items in
+    /// `(-inf, sp0]`, `(sp0, sp1]`, ..., `(sp_last, +inf)`, summing to 1.
+    ///
+    /// Returns `None` when the sketch is empty.
+    ///
+    /// # Errors
+    /// As [`cdf`](Self::cdf).
+    pub fn pmf(&self, split_points: &[f64]) -> Result<Option<Vec<f64>>, SketchError> {
+        Ok(self.cdf(split_points)?.map(|mut buckets| {
+            for i in (1..buckets.len()).rev() {
+                buckets[i] -= buckets[i - 1];
+            }
+            buckets
+        }))
+    }
+
+    /// Items in the base buffer (`n % 2k`).
+    pub fn base_buffer_count(&self) -> usize {
+        self.base.len()
+    }
+
+    /// Which levels are full: `n / 2k`.
+    pub fn bit_pattern(&self) -> u64 {
+        self.n / (2 * u64::from(self.k))
+    }
+
+    /// Items the sketch retains (base buffer plus `k` per full level).
+    pub fn retained_items(&self) -> usize {
+        self.base.len() + self.levels.iter().map(Vec::len).sum::<usize>()
+    }
+
+    /// The summary DataSketches-java prints for a heap update sketch (`DoublesSketch.toString()`,
+    /// `DoublesUtil.toString`; Druid's `quantilesDoublesSketchToString` and SQL
+    /// `DS_QUANTILE_SUMMARY`), with the library's formats: `%,d` counts, `%.3f%%` rank errors,
+    /// `%12.6e` min/max. "Combined Buffer Capacity" and "Updatable Storage Bytes" are those of a
+    /// `HeapUpdateDoublesSketch` that received the items one by one (its base buffer starts at 4
+    /// items and doubles up to `2k`; `(2 + levels) * k` items in estimation mode).
+    pub fn summary(&self) -> String {
+        let k = u64::from(self.k);
+        let n = self.n;
+        let bb = self.base.len() as u64;
+        let bit_pattern = self.bit_pattern();
+        let levels = u64::from(64 - bit_pattern.leading_zeros());
+        let valid = u64::from(bit_pattern.count_ones());
+        let comb_cap = if n >= 2 * k {
+            (2 + levels) * k
+        } else {
+            (2 * k).min(bb.next_power_of_two().max(4))
+        };
+        let retained = self.retained_items() as u64;
+        let compact_bytes = if n == 0 { 8 } else { (4 + retained) * 8 };
+        let updatable_bytes = if n == 0 {
+            8
+        } else if n <= k {
+            (4 + n.next_power_of_two().max(4)) * 8
+        } else {
+            (4 + (2 + levels) * k) * 8
+        };
+        let kf = f64::from(self.k);
+        let eps = 1.576 / kf.powf(0.9726);
+        let eps_pmf = 1.854 / kf.powf(0.9657);
+        let (min, max) = if n == 0 {
+            (f64::NAN, f64::NAN)
+        } else {
+            (self.min, self.max)
+        };
+        let mut s = String::with_capacity(1024);
+        s.push_str("\n### Quantiles HeapUpdateDoublesSketch SUMMARY: \n");
+        let mut line = |label: &str, value: String| {
+            s.push_str("   ");
+            s.push_str(label);
+            s.push_str(": ");
+            s.push_str(&value);
+            s.push('\n');
+        };
+        line("Empty                        ", (n == 0).to_string());
+        line("Memory, Capacity bytes       ", "false, ".to_string());
+        line("Estimation Mode              ", (n >= 2 * k).to_string());
+        line("K                            ", grouped(k));
+        line("N                            ", grouped(n));
+        line(
+            "Levels (Needed, Total, Valid)",
+            format!("{levels}, {levels}, {valid}"),
+        );
+        line("Level Bit Pattern            ", format!("{bit_pattern:b}"));
+        line("BaseBufferCount              ", grouped(bb));
+        line("Combined Buffer Capacity     ", grouped(comb_cap));
+        line("Retained Items               ", grouped(retained));
+        line("Compact Storage Bytes        ", grouped(compact_bytes));
+        line("Updatable Storage Bytes      ", grouped(updatable_bytes));
+        line(
+            "Normalized Rank Error        ",
+            format!("{:.3}%", eps * 100.0),
+        );
+        line(
+            "Normalized Rank Error (PMF)  ",
+            format!("{:.3}%", eps_pmf * 100.0),
+        );
+        line("Min Item                     ", java_sci(min));
+        line("Max Item                     ", java_sci(max));
+        s.push_str("### END SKETCH SUMMARY\n");
+        s
+    }
+
     /// Serializes in the compact, ordered form (Java `toByteArray(true)`, which Druid's
     /// `DoublesSketchObjectStrategy.toBytes` uses; C++ `serialize()` differs only by not setting
     /// the read-only flag): `32 + 8 * retained` bytes, or the 8-byte preamble
@@ -616,6 +768,40 @@ impl DoublesSketch {
             levels,
         })
     }
+}
+
+/// Java's `String.format("%,d", v)` (US grouping).
+fn grouped(v: u64) -> String {
+    let digits = v.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Java's `String.format("%12.6e", v)`: six fraction digits, a signed exponent of at least two
+/// digits, right-aligned in 12 characters (`1.000000e+00`, `         NaN`).
+fn java_sci(v: f64) -> String {
+    let body = if v.is_nan() {
+        "NaN".to_string()
+    } else if v.is_infinite() {
+        if v > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
+    } else {
+        let s = format!("{v:.6e}");
+        match s.split_once('e') {
+            Some((mantissa, exp)) => {
+                let e: i32 = exp.parse().unwrap_or(0);
+                let sign = if e < 0 { '-' } else { '+' };
+                format!("{mantissa}e{sign}{:02}", e.abs())
+            }
+            None => s,
+        }
+    };
+    format!("{body:>12}")
 }
 
 #[cfg(test)]
@@ -1056,5 +1242,97 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn cdf_pmf_and_summary_match_druid() {
+        // Druid's DoublesSketchSqlAggregatorTest.testDoublesSketchPostAggs: six rows of cnt = 1.
+        let mut sk = DoublesSketch::new(128).unwrap();
+        for _ in 0..6 {
+            sk.update(1.0);
+        }
+        assert_eq!(sk.cdf(&[0.2, 0.6]).unwrap(), Some(vec![0.0, 0.0, 1.0]));
+        assert_eq!(sk.pmf(&[0.2, 0.6]).unwrap(), Some(vec![0.0, 0.0, 1.0]));
+        assert_eq!(sk.rank(3.0), Some(1.0));
+        let want = concat!(
+            "\n### Quantiles HeapUpdateDoublesSketch SUMMARY: \n",
+            "   Empty                        : false\n",
+            "   Memory, Capacity bytes       : false, \n",
+            "   Estimation Mode              : false\n",
+            "   K                            : 128\n",
+            "   N                            : 6\n",
+            "   Levels (Needed, Total, Valid): 0, 0, 0\n",
+            "   Level Bit Pattern            : 0\n",
+            "   BaseBufferCount              : 6\n",
+            "   Combined Buffer Capacity     : 8\n",
+            "   Retained Items               : 6\n",
+            "   Compact Storage Bytes        : 80\n",
+            "   Updatable Storage Bytes      : 96\n",
+            "   Normalized Rank Error        : 1.406%\n",
+            "   Normalized Rank Error (PMF)  : 1.711%\n",
+            "   Min Item                     : 1.000000e+00\n",
+            "   Max Item                     : 1.000000e+00\n",
+            "### END SKETCH SUMMARY\n",
+        );
+        assert_eq!(sk.summary(), want);
+        // Split points: 0..=100 step 10 over 0..1000 counts each decile.
+        let mut big = DoublesSketch::new(128).unwrap();
+        for v in stream(1000, 7) {
+            big.update(v);
+        }
+        let pmf = big.pmf(&[249.5, 499.5, 749.5]).unwrap().unwrap();
+        assert_eq!(pmf.len(), 4);
+        assert!((pmf.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        for p in &pmf {
+            assert!((p - 0.25).abs() < 0.03, "{pmf:?}");
+        }
+        let summary = big.summary();
+        assert!(
+            summary.contains("   N                            : 1,000\n"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("Estimation Mode              : true"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("Min Item                     : 0.000000e+00"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("Max Item                     : 9.990000e+02"),
+            "{summary}"
+        );
+        // The counts of Druid's documented DS_QUANTILE_SUMMARY example (k 128, N 566,138; the
+        // example's sketch is a compact one, whose buffer capacity is its retained items).
+        let mut doc = DoublesSketch::new(128).unwrap();
+        for i in 0..566_138u32 {
+            doc.update(f64::from(i % 4962));
+        }
+        let summary = doc.summary();
+        for line in [
+            "   N                            : 566,138\n",
+            "   Levels (Needed, Total, Valid): 12, 12, 5\n",
+            "   Level Bit Pattern            : 100010100011\n",
+            "   BaseBufferCount              : 122\n",
+            "   Combined Buffer Capacity     : 1,792\n",
+            "   Retained Items               : 762\n",
+            "   Compact Storage Bytes        : 6,128\n",
+            "   Updatable Storage Bytes      : 14,368\n",
+        ] {
+            assert!(summary.contains(line), "{line}{summary}");
+        }
+        assert!(big.cdf(&[1.0, 1.0]).is_err());
+        assert!(big.cdf(&[f64::NAN]).is_err());
+        let empty = DoublesSketch::new(128).unwrap();
+        assert_eq!(empty.cdf(&[1.0]).unwrap(), None);
+        assert!(
+            empty
+                .summary()
+                .contains("Min Item                     :          NaN\n")
+        );
+        assert_eq!(java_sci(-1.5e-7), "-1.500000e-07");
+        assert_eq!(java_sci(f64::INFINITY), "    Infinity");
+        assert_eq!(grouped(1234567), "1,234,567");
     }
 }
