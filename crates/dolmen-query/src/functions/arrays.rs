@@ -690,12 +690,22 @@ impl ScalarUDFImpl for DruidArrayUdf {
             .iter()
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let n = if all_scalar { 1 } else { args.number_rows };
-        let arrays = args
+        // Constant arguments (literals) stay one row long instead of being repeated per row.
+        let inputs = args
             .args
             .iter()
-            .map(|a| a.to_array(n))
+            .map(|a| match a {
+                ColumnarValue::Scalar(v) => Ok(Input {
+                    values: v.to_array_of_size(1)?,
+                    constant: true,
+                }),
+                ColumnarValue::Array(a) => Ok(Input {
+                    values: Arc::clone(a),
+                    constant: false,
+                }),
+            })
             .collect::<Result<Vec<_>>>()?;
-        let out = self.eval(&arrays, &args.args)?;
+        let out = self.eval(&inputs, n)?;
         if all_scalar {
             Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
         } else {
@@ -704,37 +714,97 @@ impl ScalarUDFImpl for DruidArrayUdf {
     }
 }
 
+/// An argument: `n` rows, or one row used for every row when `constant`.
+#[derive(Debug)]
+struct Input {
+    values: ArrayRef,
+    constant: bool,
+}
+
+impl Input {
+    fn row(&self, i: usize) -> usize {
+        if self.constant { 0 } else { i }
+    }
+}
+
+/// An array-ish argument as a list; see [`Input`].
+#[derive(Debug)]
+struct Rows {
+    list: ListArray,
+    constant: bool,
+}
+
+impl Rows {
+    fn row(&self, i: usize) -> usize {
+        if self.constant { 0 } else { i }
+    }
+
+    fn is_null(&self, i: usize) -> bool {
+        self.list.is_null(self.row(i))
+    }
+
+    fn range(&self, i: usize) -> std::ops::Range<usize> {
+        row_range(&self.list, self.row(i))
+    }
+
+    fn values(&self) -> &ArrayRef {
+        self.list.values()
+    }
+}
+
+/// Whether `hay` holds every (`all`) or some needle; a `None` needle is never found.
+fn holds(hay: &[Key], needles: &[Option<Key>], all: bool) -> bool {
+    let set: Option<HashSet<&Key>> =
+        (hay.len() > 16 && needles.len() > 1).then(|| hay.iter().collect());
+    let found = |k: &Option<Key>| match (k, &set) {
+        (None, _) => false,
+        (Some(k), Some(s)) => s.contains(k),
+        (Some(k), None) => hay.contains(k),
+    };
+    if all {
+        needles.iter().all(found)
+    } else {
+        needles.iter().any(found)
+    }
+}
+
 impl DruidArrayUdf {
-    /// Evaluates the function on argument arrays of equal length (`raw` are the arguments as
-    /// given, to tell constants).
-    fn eval(&self, args: &[ArrayRef], raw: &[ColumnarValue]) -> Result<ArrayRef> {
+    /// Evaluates the function over `n` rows.
+    fn eval(&self, inputs: &[Input], n: usize) -> Result<ArrayRef> {
         let mv = self.func.multi_value_input();
         let f = self.func.sql_name();
-        let arr = |i: usize| -> Result<ListArray> {
-            let l = to_list(&args[i])?;
-            if mv { stringify_list(&l) } else { Ok(l) }
+        let arr = |k: usize| -> Result<Rows> {
+            let l = to_list(&inputs[k].values)?;
+            Ok(Rows {
+                list: if mv { stringify_list(&l)? } else { l },
+                constant: inputs[k].constant,
+            })
         };
+        let types: Vec<DataType> = inputs
+            .iter()
+            .map(|a| a.values.data_type().clone())
+            .collect();
         Ok(match self.func.op() {
             Op::Length => {
                 let l = arr(0)?;
-                let out: Int64Array = (0..l.len())
-                    .map(|i| l.is_valid(i).then(|| l.value_length(i) as i64))
+                let out: Int64Array = (0..n)
+                    .map(|i| (!l.is_null(i)).then(|| l.range(i).len() as i64))
                     .collect();
                 Arc::new(out)
             }
             Op::Offset(base) => {
                 let l = arr(0)?;
-                let idx = indexes(&args[1])?;
-                let indices: UInt64Array = (0..l.len())
+                let idx = indexes(&inputs[1].values)?;
+                let indices: UInt64Array = (0..n)
                     .map(|i| {
                         if l.is_null(i) {
                             return None;
                         }
-                        let pos = idx[i].checked_sub(base)?;
-                        let len = l.value_length(i) as i64;
-                        (0..len)
+                        let pos = idx[inputs[1].row(i)].checked_sub(base)?;
+                        let r = l.range(i);
+                        (0..r.len() as i64)
                             .contains(&pos)
-                            .then(|| (l.value_offsets()[i] as i64 + pos) as u64)
+                            .then(|| (r.start as i64 + pos) as u64)
                     })
                     .collect();
                 arrow::compute::take(l.values().as_ref(), &indices, None)?
@@ -742,19 +812,34 @@ impl DruidArrayUdf {
             Op::Contains | Op::Overlap => {
                 let lhs = arr(0)?;
                 let rhs = arr(1)?;
-                let target = elem_type(&lhs, &rhs);
+                let target = elem_type(&lhs.list, &rhs.list);
                 let lhs_values = cast_elems(lhs.values(), &target)?;
                 let rhs_values = cast_elems(rhs.values(), &target)?;
                 let lk = Keys::new(lhs.values(), &lhs_values)?;
                 let rk = Keys::new(rhs.values(), &rhs_values)?;
                 let contains = self.func.op() == Op::Contains;
-                let out: BooleanArray = (0..lhs.len())
+                let needles_of = |i: usize| -> Option<Vec<Option<Key>>> {
+                    (!rhs.is_null(i)).then(|| rhs.range(i).map(|j| rk.key(j)).collect())
+                };
+                // A literal right side is read once.
+                let constant = rhs.constant.then(|| needles_of(0));
+                let constant_set: Option<HashSet<Key>> = match &constant {
+                    Some(Some(needles)) if !contains => {
+                        Some(needles.iter().flatten().copied().collect())
+                    }
+                    _ => None,
+                };
+                let mut hay = Vec::new();
+                let out: BooleanArray = (0..n)
                     .map(|i| {
-                        if rhs.is_null(i) {
-                            return None;
-                        }
-                        let needles: Vec<Option<Key>> =
-                            row_range(&rhs, i).map(|j| rk.key(j)).collect();
+                        let owned;
+                        let needles: &[Option<Key>] = match &constant {
+                            Some(c) => c.as_deref()?,
+                            None => {
+                                owned = needles_of(i)?;
+                                &owned
+                            }
+                        };
                         if lhs.is_null(i) {
                             // A null multi-value row reads as [NULL] when that makes the check
                             // true (Druid's null filter); otherwise it is unknown.
@@ -766,32 +851,41 @@ impl DruidArrayUdf {
                             };
                             return (mv && hit).then_some(true);
                         }
-                        let hay: HashSet<Key> =
-                            row_range(&lhs, i).filter_map(|j| lk.key(j)).collect();
-                        let found = |k: &Option<Key>| k.is_some_and(|k| hay.contains(&k));
-                        Some(if contains {
-                            needles.iter().all(found)
-                        } else {
-                            needles.iter().any(found)
-                        })
+                        if let Some(set) = &constant_set {
+                            return Some(
+                                lhs.range(i)
+                                    .any(|j| lk.key(j).is_some_and(|k| set.contains(&k))),
+                            );
+                        }
+                        hay.clear();
+                        hay.extend(lhs.range(i).filter_map(|j| lk.key(j)));
+                        Some(holds(&hay, needles, contains))
                     })
                     .collect();
                 Arc::new(out)
             }
             Op::ScalarInArray => {
                 let l = arr(1)?;
-                let target = elem_type(&l, &l);
+                let target = elem_type(&l.list, &l.list);
                 let values = cast_elems(l.values(), &target)?;
-                let needles = cast_elems(&args[0], &target)?;
+                let needles = cast_elems(&inputs[0].values, &target)?;
                 let hk = Keys::new(l.values(), &values)?;
-                let nk = Keys::new(&args[0], &needles)?;
-                let out: BooleanArray = (0..l.len())
+                let nk = Keys::new(&inputs[0].values, &needles)?;
+                // A literal array (Druid's rewrite of large IN lists) is hashed once.
+                let constant: Option<HashSet<Key>> = (l.constant && !l.is_null(0))
+                    .then(|| l.range(0).filter_map(|j| hk.key(j)).collect());
+                let out: BooleanArray = (0..n)
                     .map(|i| {
                         if l.is_null(i) {
                             return None;
                         }
-                        let needle = nk.key(i);
-                        if needle.is_some() && row_range(&l, i).any(|j| hk.key(j) == needle) {
+                        let needle = nk.key(inputs[0].row(i));
+                        let found = match (&constant, needle) {
+                            (_, None) => false,
+                            (Some(set), Some(k)) => set.contains(&k),
+                            (None, k) => l.range(i).any(|j| hk.key(j) == k),
+                        };
+                        if found {
                             Some(true)
                         } else if needle == Some(Key::Null) {
                             None
@@ -804,19 +898,19 @@ impl DruidArrayUdf {
             }
             Op::IndexOf(base) => {
                 let l = arr(0)?;
-                let target = elem_type(&l, &l);
+                let target = elem_type(&l.list, &l.list);
                 let values = cast_elems(l.values(), &target)?;
-                let needles = cast_elems(&args[1], &target)?;
+                let needles = cast_elems(&inputs[1].values, &target)?;
                 let hk = Keys::new(l.values(), &values)?;
-                let nk = Keys::new(&args[1], &needles)?;
-                let out: Int64Array = (0..l.len())
+                let nk = Keys::new(&inputs[1].values, &needles)?;
+                let out: Int64Array = (0..n)
                     .map(|i| {
                         if l.is_null(i) {
                             return None;
                         }
-                        let needle = nk.key(i);
+                        let needle = nk.key(inputs[1].row(i));
                         needle?;
-                        row_range(&l, i)
+                        l.range(i)
                             .position(|j| hk.key(j) == needle)
                             .map(|p| p as i64 + base)
                     })
@@ -827,24 +921,25 @@ impl DruidArrayUdf {
                 let prepend = self.func.op() == Op::Prepend;
                 let (ai, ei) = if prepend { (1, 0) } else { (0, 1) };
                 let l = arr(ai)?;
-                let target = self.array_elem(&arg_types(args));
+                let target = self.array_elem(&types);
                 let values = cast_elems(l.values(), &target)?;
-                let elems = cast_elems(&args[ei], &target)?;
+                let elems = cast_elems(&inputs[ei].values, &target)?;
                 let vd = values.to_data();
                 let ed = elems.to_data();
-                let mut b = ListBuilder::new(vec![&vd, &ed], vd.len() + ed.len());
-                for i in 0..l.len() {
+                let mut b = ListBuilder::new(vec![&vd, &ed], vd.len() + n);
+                for i in 0..n {
                     if l.is_null(i) {
                         b.null_row()?;
                         continue;
                     }
-                    let r = row_range(&l, i);
+                    let r = l.range(i);
+                    let e = inputs[ei].row(i);
                     if prepend {
-                        b.extend(1, i, i + 1)?;
+                        b.extend(1, e, e + 1)?;
                         b.extend(0, r.start, r.end)?;
                     } else {
                         b.extend(0, r.start, r.end)?;
-                        b.extend(1, i, i + 1)?;
+                        b.extend(1, e, e + 1)?;
                     }
                     b.finish_row()?;
                 }
@@ -853,19 +948,19 @@ impl DruidArrayUdf {
             Op::Concat => {
                 let a = arr(0)?;
                 let c = arr(1)?;
-                let target = self.array_elem(&arg_types(args));
+                let target = self.array_elem(&types);
                 let av = cast_elems(a.values(), &target)?;
                 let cv = cast_elems(c.values(), &target)?;
                 let ad = av.to_data();
                 let cd = cv.to_data();
                 let mut b = ListBuilder::new(vec![&ad, &cd], ad.len() + cd.len());
-                for i in 0..a.len() {
+                for i in 0..n {
                     if a.is_null(i) || c.is_null(i) {
                         b.null_row()?;
                         continue;
                     }
-                    let ra = row_range(&a, i);
-                    let rc = row_range(&c, i);
+                    let ra = a.range(i);
+                    let rc = c.range(i);
                     b.extend(0, ra.start, ra.end)?;
                     b.extend(1, rc.start, rc.end)?;
                     b.finish_row()?;
@@ -874,21 +969,24 @@ impl DruidArrayUdf {
             }
             Op::Slice => {
                 let l = arr(0)?;
-                let target = self.array_elem(&arg_types(args));
+                let target = self.array_elem(&types);
                 let values = cast_elems(l.values(), &target)?;
-                let starts = indexes(&args[1])?;
-                let ends = args.get(2).map(indexes).transpose()?;
+                let starts = indexes(&inputs[1].values)?;
+                let ends = inputs.get(2).map(|a| indexes(&a.values)).transpose()?;
                 let vd = values.to_data();
                 let mut b = ListBuilder::new(vec![&vd], vd.len());
-                for i in 0..l.len() {
+                for i in 0..n {
                     if l.is_null(i) {
                         b.null_row()?;
                         continue;
                     }
-                    let r = row_range(&l, i);
+                    let r = l.range(i);
                     let len = r.len() as i64;
-                    let start = starts[i];
-                    let end = ends.as_ref().map_or(len, |e| e[i]);
+                    let start = starts[inputs[1].row(i)];
+                    let end = match (&ends, inputs.get(2)) {
+                        (Some(e), Some(input)) => e[input.row(i)],
+                        _ => len,
+                    };
                     if start < 0 || start > len || start > end {
                         b.null_row()?;
                         continue;
@@ -911,18 +1009,19 @@ impl DruidArrayUdf {
                 let l = arr(0)?;
                 let strings = java_strings(l.values())?;
                 let strings = strings.as_string::<i32>();
-                let delims = cast_elems(&args[1], &DataType::Utf8)?;
+                let delims = cast_elems(&inputs[1].values, &DataType::Utf8)?;
                 let delims = delims.as_string::<i32>();
-                let mut out = StringBuilder::with_capacity(l.len(), strings.value_data().len());
+                let mut out = StringBuilder::with_capacity(n, strings.value_data().len());
                 let mut buf = String::new();
-                for i in 0..l.len() {
-                    let r = row_range(&l, i);
+                for i in 0..n {
+                    let r = l.range(i);
                     if l.is_null(i) || (r.len() == 1 && strings.is_null(r.start)) {
                         out.append_null();
                         continue;
                     }
-                    let delim = if delims.is_valid(i) {
-                        delims.value(i)
+                    let d = inputs[1].row(i);
+                    let delim = if delims.is_valid(d) {
+                        delims.value(d)
                     } else {
                         ""
                     };
@@ -942,23 +1041,25 @@ impl DruidArrayUdf {
                 Arc::new(out.finish())
             }
             Op::Split => {
-                let text = cast_elems(&args[0], &DataType::Utf8)?;
+                let text = cast_elems(&inputs[0].values, &DataType::Utf8)?;
                 let text = text.as_string::<i32>();
-                let patterns = cast_elems(&args[1], &DataType::Utf8)?;
+                let patterns = cast_elems(&inputs[1].values, &DataType::Utf8)?;
                 let patterns = patterns.as_string::<i32>();
                 let mut cache: HashMap<String, Regex> = HashMap::new();
                 let mut values = StringBuilder::new();
                 let mut offsets = vec![0_i32];
-                let mut nulls = NullBufferBuilder::new(text.len());
+                let mut nulls = NullBufferBuilder::new(n);
                 let mut count = 0_usize;
-                for i in 0..text.len() {
-                    if text.is_null(i) {
+                for i in 0..n {
+                    let t = inputs[0].row(i);
+                    if text.is_null(t) {
                         nulls.append_null();
                         offsets.push(offset(count)?);
                         continue;
                     }
-                    let pattern = if patterns.is_valid(i) {
-                        patterns.value(i)
+                    let p = inputs[1].row(i);
+                    let pattern = if patterns.is_valid(p) {
+                        patterns.value(p)
                     } else {
                         ""
                     };
@@ -973,7 +1074,7 @@ impl DruidArrayUdf {
                     let Some(re) = cache.get(pattern) else {
                         return exec_err!("{f}: regular expression cache miss");
                     };
-                    for part in java_split(text.value(i), re) {
+                    for part in java_split(text.value(t), re) {
                         values.append_value(part);
                         count += 1;
                     }
@@ -987,20 +1088,25 @@ impl DruidArrayUdf {
                     nulls.finish(),
                 )?)
             }
-            Op::ToMv | Op::ToArray => Arc::new(stringify_list(&to_list(&args[0])?)?),
+            Op::ToMv | Op::ToArray => {
+                let l = Rows {
+                    list: stringify_list(&to_list(&inputs[0].values)?)?,
+                    constant: inputs[0].constant,
+                };
+                filter_values(&l, n, false, |_, _| true)?
+            }
             Op::FilterList(keep) => {
                 let l = arr(0)?;
-                let set = stringify_list(&to_list(&args[1])?)?;
+                let set = Rows {
+                    list: stringify_list(&to_list(&inputs[1].values)?)?,
+                    constant: inputs[1].constant,
+                };
                 let lk = Keys::new(l.values(), l.values())?;
                 let sk = Keys::new(set.values(), set.values())?;
-                // A constant list (the usual literal) is hashed once.
-                let constant: Option<HashSet<Key>> = match raw.get(1) {
-                    Some(ColumnarValue::Scalar(_)) if !set.is_empty() && set.is_valid(0) => {
-                        Some(row_range(&set, 0).filter_map(|j| sk.key(j)).collect())
-                    }
-                    _ => None,
-                };
-                filter_values(&l, |i, j| {
+                // A literal list (the usual case) is hashed once.
+                let constant: Option<HashSet<Key>> = (set.constant && !set.is_null(0))
+                    .then(|| set.range(0).filter_map(|j| sk.key(j)).collect());
+                filter_values(&l, n, true, |i, j| {
                     if set.is_null(i) {
                         // No list: nothing is in it.
                         return !keep;
@@ -1009,25 +1115,25 @@ impl DruidArrayUdf {
                     let found = match (&constant, k) {
                         (_, None) => false,
                         (Some(s), Some(k)) => s.contains(&k),
-                        (None, k) => row_range(&set, i).any(|m| sk.key(m) == k),
+                        (None, k) => set.range(i).any(|m| sk.key(m) == k),
                     };
                     found == keep
                 })?
             }
             Op::FilterRegex | Op::FilterPrefix => {
                 let l = arr(0)?;
-                let Some(pattern) = const_text(&args[1], raw.get(1)) else {
+                let Some(pattern) = const_text(&inputs[1].values) else {
                     return exec_err!("{f}: the pattern must be a non-null string literal");
                 };
                 let strings = l.values().as_string::<i32>();
                 if self.func.op() == Op::FilterRegex {
                     let re = full_match_regex(&pattern)
                         .map_err(|e| DataFusionError::Execution(format!("{f}: {e}")))?;
-                    filter_values(&l, |_, j| {
+                    filter_values(&l, n, true, |_, j| {
                         strings.is_valid(j) && re.is_match(strings.value(j))
                     })?
                 } else {
-                    filter_values(&l, |_, j| {
+                    filter_values(&l, n, true, |_, j| {
                         strings.is_valid(j) && strings.value(j).starts_with(pattern.as_str())
                     })?
                 }
@@ -1039,10 +1145,6 @@ impl DruidArrayUdf {
 /// `ARRAY_SLICE` pads with at most this many nulls past the end of an array.
 const MAX_SLICE_PADDING: i64 = 1 << 20;
 
-fn arg_types(args: &[ArrayRef]) -> Vec<DataType> {
-    args.iter().map(|a| a.data_type().clone()).collect()
-}
-
 fn offset(n: usize) -> Result<i32> {
     i32::try_from(n).map_err(|_| DataFusionError::Execution("array result too large".into()))
 }
@@ -1052,11 +1154,8 @@ fn row_range(l: &ListArray, i: usize) -> std::ops::Range<usize> {
     o[i] as usize..o[i + 1] as usize
 }
 
-/// The text of a constant string argument (the first row; the argument is a literal).
-fn const_text(arr: &ArrayRef, raw: Option<&ColumnarValue>) -> Option<String> {
-    if let Some(ColumnarValue::Scalar(v)) = raw {
-        return scalar_str(v).map(str::to_string);
-    }
+/// The text of a constant string argument (its first row: the argument is a literal).
+fn const_text(arr: &ArrayRef) -> Option<String> {
     let s = cast_elems(arr, &DataType::Utf8).ok()?;
     let s = s.as_string::<i32>();
     (!s.is_empty() && s.is_valid(0)).then(|| s.value(0).to_string())
@@ -1320,29 +1419,36 @@ impl<'a> ListBuilder<'a> {
     }
 }
 
-/// The rows of the string list `l` keeping the values `keep(row, value_index)` accepts; rows left
-/// empty are null (Druid's filtered virtual columns read an empty row as null).
-fn filter_values(l: &ListArray, mut keep: impl FnMut(usize, usize) -> bool) -> Result<ArrayRef> {
+/// `n` rows of the string list `l` keeping the values `keep(row, value_index)` accepts; with
+/// `empty_is_null`, rows left empty are null (Druid's filtered virtual columns read an empty row
+/// as null).
+fn filter_values(
+    l: &Rows,
+    n: usize,
+    empty_is_null: bool,
+    mut keep: impl FnMut(usize, usize) -> bool,
+) -> Result<ArrayRef> {
     let vd = l.values().to_data();
     let mut b = ListBuilder::new(vec![&vd], vd.len());
-    for i in 0..l.len() {
+    for i in 0..n {
         if l.is_null(i) {
             b.null_row()?;
             continue;
         }
         let before = b.len;
-        for j in row_range(l, i) {
+        for j in l.range(i) {
             if keep(i, j) {
                 b.extend(0, j, j + 1)?;
             }
         }
-        if b.len == before {
+        if empty_is_null && b.len == before {
             b.null_row()?;
         } else {
             b.finish_row()?;
         }
     }
-    b.finish(DataType::Utf8)
+    let elem = l.values().data_type().clone();
+    b.finish(elem)
 }
 
 /// `ARRAY_CONCAT_AGG([DISTINCT] arr[, maxBytes])` as a DataFusion [`AggregateUDFImpl`]; see the
@@ -2288,6 +2394,18 @@ mod tests {
             .await,
             "null"
         );
+        // The DISTINCT form is rewritten to an element-distinct aggregate under the same name.
+        let batches = ctx
+            .sql("SELECT ARRAY_CONCAT_AGG(DISTINCT la) FROM t")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            batches[0].schema().field(0).name(),
+            "array_concat_agg(DISTINCT t.la)"
+        );
         let f = field(&ctx, "SELECT ARRAY_CONCAT_AGG(da) FROM t").await;
         assert_eq!(f.data_type(), &list_type(DataType::Float64));
         assert!(
@@ -2302,11 +2420,14 @@ mod tests {
         // Druid's ARRAY_AGG(expr, maxBytes): DataFusion's array_agg takes one argument.
         let ctx = ctx();
         let r = ctx.sql("SELECT ARRAY_AGG(dim1, 1024) FROM t").await;
-        let failed = match r {
-            Err(_) => true,
-            Ok(df) => df.collect().await.is_err(),
+        let err = match r {
+            Err(e) => e.to_string(),
+            Ok(df) => match df.collect().await {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("array_agg now accepts a second argument"),
+            },
         };
-        assert!(failed, "array_agg now accepts a second argument");
+        assert!(err.contains("expected 1 arguments but received 2"), "{err}");
         assert_eq!(
             one(&ctx, "SELECT ARRAY_LENGTH(ARRAY_AGG(dim1)) FROM t").await,
             "6"
@@ -2364,9 +2485,12 @@ mod tests {
         assert_eq!(java_split("日本", &re("")), ["日", "本"]);
     }
 
+    fn input(values: ArrayRef, constant: bool) -> Input {
+        Input { values, constant }
+    }
+
     #[test]
     fn bad_inputs_do_not_panic() {
-        // Unusual element and index types go through casts, never panics.
         let udf = DruidArrayUdf::new(ArrayFunction::ArraySlice);
         let list: ArrayRef = Arc::new(ListArray::new_null(
             Arc::new(Field::new_list_field(DataType::Int64, true)),
@@ -2374,13 +2498,7 @@ mod tests {
         ));
         let start: ArrayRef = Arc::new(StringArray::from(vec![Some("x"), None, Some("1.5")]));
         let out = udf
-            .eval(
-                &[Arc::clone(&list), Arc::clone(&start)],
-                &[
-                    ColumnarValue::Array(Arc::clone(&list)),
-                    ColumnarValue::Array(start),
-                ],
-            )
+            .eval(&[input(list, false), input(start, false)], 3)
             .unwrap();
         assert_eq!(out.null_count(), 3);
         let idx: ArrayRef = Arc::new(Int64Array::from(vec![i64::MIN, i64::MAX, -1]));
@@ -2392,15 +2510,94 @@ mod tests {
                 Some(vec![]),
             ]));
             let out = udf
-                .eval(
-                    &[Arc::clone(&l), Arc::clone(&idx)],
-                    &[
-                        ColumnarValue::Array(l),
-                        ColumnarValue::Array(Arc::clone(&idx)),
-                    ],
-                )
+                .eval(&[input(l, false), input(Arc::clone(&idx), false)], 3)
                 .unwrap();
             assert_eq!(out.null_count(), 3);
+        }
+
+        // Every function on every accepted combination of odd values, as columns and as
+        // constants: errors are fine, panics are not, and results have one value per row.
+        let pool: Vec<ArrayRef> = vec![
+            Arc::new(ListArray::from_iter_primitive::<Int64Type, _, _>(vec![
+                Some(vec![Some(i64::MIN), None]),
+                None,
+                Some(vec![]),
+            ])),
+            Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(vec![
+                Some(vec![Some(f64::NAN), Some(f64::INFINITY), Some(-0.0)]),
+                Some(vec![None]),
+                None,
+            ])),
+            to_list(&(Arc::new(StringArray::from(vec![Some("日本"), None, Some("")])) as ArrayRef))
+                .map(|l| Arc::new(l) as ArrayRef)
+                .unwrap(),
+            Arc::new(StringArray::from(vec![Some("("), Some("x"), None])),
+            Arc::new(Int64Array::from(vec![Some(i64::MAX), None, Some(-5)])),
+            Arc::new(arrow::array::Float64Array::from(vec![
+                Some(f64::NAN),
+                Some(1e300),
+                None,
+            ])),
+            new_null_array(&DataType::Null, 3),
+        ];
+        for f in ArrayFunction::ALL {
+            let udf = DruidArrayUdf::new(f);
+            let (params, min) = f.params();
+            for arity in min..=params.len() {
+                let mut combos: Vec<Vec<usize>> = vec![vec![]];
+                for _ in 0..arity {
+                    combos = combos
+                        .into_iter()
+                        .flat_map(|c| {
+                            (0..pool.len()).map(move |p| {
+                                let mut c = c.clone();
+                                c.push(p);
+                                c
+                            })
+                        })
+                        .collect();
+                }
+                for combo in combos {
+                    let types: Vec<DataType> =
+                        combo.iter().map(|p| pool[*p].data_type().clone()).collect();
+                    let Ok(coerced) = udf.coerce_types(&types) else {
+                        continue;
+                    };
+                    let Ok(args) = combo
+                        .iter()
+                        .zip(&coerced)
+                        .map(|(p, t)| arrow::compute::cast(&pool[*p], t))
+                        .collect::<std::result::Result<Vec<_>, _>>()
+                    else {
+                        continue;
+                    };
+                    for constant_mask in 0..(1_u32 << arity) {
+                        let inputs: Vec<Input> = args
+                            .iter()
+                            .enumerate()
+                            .map(|(k, a)| {
+                                let constant = constant_mask & (1 << k) != 0;
+                                input(
+                                    if constant {
+                                        a.slice(1, 1)
+                                    } else {
+                                        Arc::clone(a)
+                                    },
+                                    constant,
+                                )
+                            })
+                            .collect();
+                        if let Ok(out) = udf.eval(&inputs, 3) {
+                            assert_eq!(out.len(), 3, "{f:?} {types:?}");
+                            assert_eq!(
+                                out.data_type(),
+                                &udf.result_type(&coerced),
+                                "{f:?} {types:?}"
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
 }
