@@ -30,8 +30,9 @@
 //! timestamps become BIGINT, floats and decimals DOUBLE, nulls VARCHAR), and `ARRAY_*` results keep
 //! the element type of their array argument (`ARRAY_CONCAT`: of the first one). A value added to or
 //! looked up in an array is cast to the array's element type, as Druid does (a value that cannot
-//! be cast, such as `'x'` in an `ARRAY<BIGINT>`, is never found). `ARRAY[...]` literals are
-//! DataFusion's `make_array`.
+//! be cast, such as `'x'` in an `ARRAY<BIGINT>`, is never found), except for `SCALAR_IN_ARRAY`,
+//! which compares in the wider of the two types (`SCALAR_IN_ARRAY(2.1, ARRAY[1, 2, 3])` is false).
+//! `ARRAY[...]` literals are DataFusion's `make_array`.
 //!
 //! Multi-value strings (see [`crate::table`]) are `List<Utf8>` columns whose field carries
 //! [`dolmen_segment::MULTI_VALUE_METADATA_KEY`]. The `MV_*` functions read any array or plain
@@ -42,11 +43,14 @@
 //! return real arrays; [`MV_TO_ARRAY`](ArrayFunction::MvToArray) and
 //! [`ARRAY_TO_MV`](ArrayFunction::ArrayToMv) convert.
 //!
-//! Nulls, as Druid with SQL-compatible null handling: a null array (or multi-value row) gives a
-//! null result, except `ARRAY_CONTAINS`/`ARRAY_OVERLAP`-like checks on a null multi-value row
-//! (below); `ARRAY_CONCAT` is null when either array is; `ARRAY_PREPEND`/`ARRAY_APPEND` of a null
-//! value add a null element; `ARRAY_OFFSET_OF(arr, NULL)` finds the first null element. Indexes
-//! are read as Druid's `ExprEval.asInt()` does: a null index is 0, a fractional one is truncated.
+//! Nulls, as Druid with SQL-compatible null handling (the cases of Druid's `FunctionTest`): a null
+//! array (or multi-value row) as first argument gives a null result, except for the checks on a
+//! null multi-value row below; `ARRAY_CONTAINS(arr, NULL)` and `SCALAR_IN_ARRAY(NULL, arr)` look
+//! for a null element (`SCALAR_IN_ARRAY` is null rather than false when there is none); a null
+//! array as second argument of `ARRAY_CONTAINS`/`ARRAY_OVERLAP` contains nothing (false);
+//! `ARRAY_CONCAT` is null when either array is; `ARRAY_PREPEND`/`ARRAY_APPEND` of a null value
+//! add a null element; `ARRAY_OFFSET_OF(arr, NULL)` finds the first null element. Indexes are
+//! read as Druid's `ExprEval.asInt()` does: a null index is 0, a fractional one is truncated.
 //!
 //! Druid quirks kept on purpose:
 //! - `ARRAY_SLICE` is null when `start < 0`, `start > length` or `start > end`; an `end` past the
@@ -818,8 +822,14 @@ impl DruidArrayUdf {
                 let lk = Keys::new(lhs.values(), &lhs_values)?;
                 let rk = Keys::new(rhs.values(), &rhs_values)?;
                 let contains = self.func.op() == Op::Contains;
+                let rhs_is_array = list_elem(inputs[1].values.data_type()).is_some();
+                // The needles of a row; `None` for a null array, which contains nothing. A null
+                // scalar is a null element for ARRAY_CONTAINS (Druid's `castTo` element path).
                 let needles_of = |i: usize| -> Option<Vec<Option<Key>>> {
-                    (!rhs.is_null(i)).then(|| rhs.range(i).map(|j| rk.key(j)).collect())
+                    if rhs.is_null(i) {
+                        return (contains && !rhs_is_array).then(|| vec![Some(Key::Null)]);
+                    }
+                    Some(rhs.range(i).map(|j| rk.key(j)).collect())
                 };
                 // A literal right side is read once.
                 let constant = rhs.constant.then(|| needles_of(0));
@@ -833,24 +843,27 @@ impl DruidArrayUdf {
                 let out: BooleanArray = (0..n)
                     .map(|i| {
                         let owned;
-                        let needles: &[Option<Key>] = match &constant {
-                            Some(c) => c.as_deref()?,
+                        let needles: Option<&[Option<Key>]> = match &constant {
+                            Some(c) => c.as_deref(),
                             None => {
-                                owned = needles_of(i)?;
-                                &owned
+                                owned = needles_of(i);
+                                owned.as_deref()
                             }
                         };
                         if lhs.is_null(i) {
                             // A null multi-value row reads as [NULL] when that makes the check
                             // true (Druid's null filter); otherwise it is unknown.
                             let is_null = |k: &Option<Key>| *k == Some(Key::Null);
-                            let hit = if contains {
-                                needles.iter().all(is_null)
-                            } else {
-                                needles.iter().any(is_null)
+                            let hit = match needles {
+                                None => false,
+                                Some(n) if contains => n.iter().all(is_null),
+                                Some(n) => n.iter().any(is_null),
                             };
                             return (mv && hit).then_some(true);
                         }
+                        let Some(needles) = needles else {
+                            return Some(false);
+                        };
                         if let Some(set) = &constant_set {
                             return Some(
                                 lhs.range(i)
@@ -866,7 +879,8 @@ impl DruidArrayUdf {
             }
             Op::ScalarInArray => {
                 let l = arr(1)?;
-                let target = elem_type(&l.list, &l.list);
+                // Compared in the wider type: SCALAR_IN_ARRAY(2.1, ARRAY[1, 2, 3]) is false.
+                let target = wider_type(&elem_type(&l.list, &l.list), inputs[0].values.data_type());
                 let values = cast_elems(l.values(), &target)?;
                 let needles = cast_elems(&inputs[0].values, &target)?;
                 let hk = Keys::new(l.values(), &values)?;
@@ -1263,6 +1277,17 @@ fn elem_type(lhs: &ListArray, rhs: &ListArray) -> DataType {
         (DataType::Null, DataType::Null) => DataType::Utf8,
         (DataType::Null, r) => r.clone(),
         (l, _) => l.clone(),
+    }
+}
+
+/// The type two values are compared in: VARCHAR if either is, else DOUBLE if either is, else
+/// BIGINT (a null takes the other type).
+fn wider_type(a: &DataType, b: &DataType) -> DataType {
+    match (a, b) {
+        (DataType::Null, t) | (t, DataType::Null) => t.clone(),
+        (DataType::Utf8, _) | (_, DataType::Utf8) => DataType::Utf8,
+        (DataType::Float64, _) | (_, DataType::Float64) => DataType::Float64,
+        (t, _) => t.clone(),
     }
 }
 
@@ -1968,13 +1993,19 @@ mod tests {
             one(&ctx, "SELECT ARRAY_CONTAINS(ARRAY[1,2], ARRAY[])").await,
             "true"
         );
+        // Druid's FunctionTest: a NULL needle looks for a null element.
         assert_eq!(
             one(&ctx, "SELECT ARRAY_CONTAINS(ARRAY[1,2], NULL)").await,
-            "null"
+            "false"
         );
         assert_eq!(
             one(&ctx, "SELECT ARRAY_CONTAINS(ARRAY[1.5, NULL], NULL)").await,
-            "null"
+            "true"
+        );
+        assert_eq!(one(&ctx, "SELECT ARRAY_CONTAINS(NULL, NULL)").await, "null");
+        assert_eq!(
+            column(&ctx, "ARRAY_CONTAINS(ARRAY[1, 4], la)").await,
+            ["false", "true", "true", "false", "false", "true"]
         );
         assert_eq!(
             one(&ctx, "SELECT ARRAY_CONTAINS(ARRAY[1.5, NULL], ARRAY[NULL])").await,
@@ -1987,6 +2018,22 @@ mod tests {
         assert_eq!(
             one(&ctx, "SELECT ARRAY_OVERLAP(NULL, ARRAY[1])").await,
             "null"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT ARRAY_OVERLAP(ARRAY[4, NULL], NULL)").await,
+            "false"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT ARRAY_OVERLAP(ARRAY[4, NULL], ARRAY[NULL])").await,
+            "true"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT ARRAY_OVERLAP(ARRAY[4, 5], ARRAY[NULL])").await,
+            "false"
+        );
+        assert_eq!(
+            column(&ctx, "ARRAY_OVERLAP(ARRAY[3, 5], la)").await,
+            ["true", "false", "false", "false", "true", "false"]
         );
         assert_eq!(
             one(&ctx, "SELECT ARRAY_OVERLAP(ARRAY['a'], ARRAY['b'])").await,
@@ -2007,6 +2054,22 @@ mod tests {
         assert_eq!(
             one(&ctx, "SELECT SCALAR_IN_ARRAY(NULL, ARRAY[1, 2])").await,
             "null"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT SCALAR_IN_ARRAY(NULL, ARRAY[1, NULL, 2])").await,
+            "true"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT SCALAR_IN_ARRAY(2.1, ARRAY[1, 2, 3])").await,
+            "false"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT SCALAR_IN_ARRAY(2, ARRAY[1.1, 2.1, 3.1])").await,
+            "false"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT SCALAR_IN_ARRAY(2, ARRAY[1.1, 2.0, 3.1])").await,
+            "true"
         );
         assert_eq!(
             one(&ctx, "SELECT SCALAR_IN_ARRAY(1, ARRAY_SLICE(ARRAY[1], 5))").await,
