@@ -2403,6 +2403,46 @@ mod tests {
         assert!(is_multi_value_field(&f));
     }
 
+    /// Cases of Druid's `FunctionTest` (`testArraySlice`, `testArrayPrepend`, `testStringToArray`,
+    /// `testArrayContains`, `testArrayOverlap`, `testScalarInArray`) through SQL.
+    #[tokio::test]
+    async fn druid_function_test_cases() {
+        let ctx = ctx();
+        for (sql, want) in [
+            ("ARRAY_SLICE(ARRAY[1, 2, 3, 4], 1, 3)", "[2,3]"),
+            ("ARRAY_SLICE(ARRAY[1.0, 2.1, 3.2, 4.3], 2)", "[3.2,4.3]"),
+            (
+                "ARRAY_SLICE(ARRAY['a', 'b', 'c', 'd'], 4, 6)",
+                "[null,null]",
+            ),
+            ("ARRAY_SLICE(ARRAY[1, 2, 3, 4], 2, 2)", "[]"),
+            ("ARRAY_SLICE(ARRAY[1, 2, 3, 4], 5, 7)", "null"),
+            ("ARRAY_SLICE(ARRAY[1, 2, 3, 4], 2, 1)", "null"),
+            ("ARRAY_PREPEND(4, ARRAY[1, 2, 3])", "[4,1,2,3]"),
+            ("ARRAY_PREPEND('bar', ARRAY[1, 2, 3])", "[null,1,2,3]"),
+            ("ARRAY_PREPEND(1, ARRAY[])", "[1]"),
+            ("STRING_TO_ARRAY('1,2,3', ',')", "[1,2,3]"),
+            ("STRING_TO_ARRAY('1', ',')", "[1]"),
+            ("ARRAY_TO_STRING(ARRAY[1, 2, 3], ',')", "1,2,3"),
+            ("ARRAY_OFFSET(ARRAY[1, 2, 3], 2)", "3"),
+            ("ARRAY_ORDINAL(ARRAY[1, 2, 3], 3)", "3"),
+            ("ARRAY_OFFSET_OF(ARRAY[1, 2, 3], 3)", "2"),
+            ("ARRAY_ORDINAL_OF(ARRAY[1, 2, 3], 4)", "null"),
+            ("ARRAY_CONTAINS(ARRAY[1, 2, 3], ARRAY[2, 3])", "true"),
+            ("ARRAY_CONTAINS(ARRAY[1, 2, 3], ARRAY[3, 4])", "false"),
+            ("ARRAY_CONTAINS(ARRAY[1, NULL, 2], ARRAY[NULL])", "true"),
+            ("ARRAY_OVERLAP(ARRAY[4, NULL], ARRAY[4, 5, 6])", "true"),
+            ("ARRAY_OVERLAP(ARRAY[4, 5, NULL, 6], NULL)", "false"),
+            ("ARRAY_OVERLAP(ARRAY[4, 5, NULL, 6], ARRAY[NULL])", "true"),
+            ("SCALAR_IN_ARRAY(4, ARRAY[1, 2, 3])", "false"),
+            ("SCALAR_IN_ARRAY(1, NULL)", "null"),
+        ] {
+            assert_eq!(one(&ctx, &format!("SELECT {sql}")).await, want, "{sql}");
+        }
+        let f = field(&ctx, "SELECT ARRAY_PREPEND(1, ARRAY[])").await;
+        assert_eq!(f.data_type(), &list_type(DataType::Utf8));
+    }
+
     #[tokio::test]
     async fn array_literals() {
         let ctx = ctx();
