@@ -540,7 +540,7 @@ impl DruidArrayUdf {
                 }
                 match kind {
                     Arg::ArrOnly => plan_err!("{f}: argument {} must be an array, got {dt}", i + 1),
-                    Arg::Arr if !super::is_string(dt) => {
+                    Arg::Arr if norm_elem(dt) != Some(DataType::Utf8) => {
                         plan_err!(
                             "{f}: argument {} must be an array or a string, got {dt}",
                             i + 1
@@ -1107,7 +1107,11 @@ impl DruidArrayUdf {
                     list: stringify_list(&to_list(&inputs[0].values)?)?,
                     constant: inputs[0].constant,
                 };
-                filter_values(&l, n, false, |_, _| true)?
+                if l.constant && n != 1 {
+                    filter_values(&l, n, false, |_, _| true)?
+                } else {
+                    Arc::new(l.list)
+                }
             }
             Op::FilterList(keep) => {
                 let l = arr(0)?;
@@ -2441,6 +2445,27 @@ mod tests {
         }
         let f = field(&ctx, "SELECT ARRAY_PREPEND(1, ARRAY[])").await;
         assert_eq!(f.data_type(), &list_type(DataType::Utf8));
+    }
+
+    #[tokio::test]
+    async fn dictionary_strings() {
+        let ctx = ctx();
+        assert_eq!(
+            column(
+                &ctx,
+                "MV_APPEND(arrow_cast(dim1, 'Dictionary(Int32, Utf8)'), 'x')"
+            )
+            .await,
+            ["['',x]", "[10.1,x]", "[2,x]", "[1,x]", "[def,x]", "[abc,x]"]
+        );
+        assert_eq!(
+            column(
+                &ctx,
+                "ARRAY_LENGTH(arrow_cast(dim1, 'Dictionary(Int32, Utf8)'))"
+            )
+            .await,
+            ["1", "1", "1", "1", "1", "1"]
+        );
     }
 
     #[tokio::test]
