@@ -2484,6 +2484,17 @@ mod tests {
         );
         let f = field(&ctx, "SELECT ARRAY[1, 2]").await;
         assert_eq!(f.data_type(), &list_type(DataType::Int64));
+        // Longs and doubles mix as doubles.
+        assert_eq!(one(&ctx, "SELECT ARRAY[1, 2.5]").await, "[1.0,2.5]");
+        assert_eq!(
+            one(&ctx, "SELECT ARRAY_OFFSET(ARRAY[1, 2.5], 0)").await,
+            "1.0"
+        );
+        // Numbers in multi-value functions compare as their strings.
+        assert_eq!(
+            column(&ctx, "MV_CONTAINS(ARRAY_TO_MV(la), 1)").await,
+            ["true", "false", "false", "null", "false", "true"]
+        );
     }
 
     #[tokio::test]
@@ -2514,6 +2525,10 @@ mod tests {
             ["['',d]", "[a,b,c]"]
         );
         // Nothing to concatenate: null.
+        assert_eq!(
+            one(&ctx, "SELECT ARRAY_CONCAT_AGG(la) FROM t WHERE id > 100").await,
+            "null"
+        );
         assert_eq!(
             one(
                 &ctx,
