@@ -2610,6 +2610,49 @@ mod tests {
             ("SELECT MV_TO_ARRAY(la) FROM t", "multi-value"),
             ("SELECT ARRAY_TO_STRING(la, la) FROM t", "must be a string"),
             ("SELECT ARRAY_LENGTH(ARRAY[ARRAY[1]])", "array of"),
+            ("SELECT MV_LENGTH(1)", "must be an array or a string"),
+            ("SELECT ARRAY_ORDINAL(la, 1, 2) FROM t", "takes 2 arguments"),
+            (
+                "SELECT MV_OFFSET(dim3, ARRAY[1]) FROM t",
+                "must be a number",
+            ),
+            ("SELECT MV_ORDINAL(dim3) FROM t", "takes 2 arguments"),
+            (
+                "SELECT ARRAY_CONTAINS(1, 1)",
+                "must be an array or a string",
+            ),
+            ("SELECT MV_CONTAINS(dim3) FROM t", "takes 2 arguments"),
+            ("SELECT ARRAY_OVERLAP(la) FROM t", "takes 2 arguments"),
+            (
+                "SELECT MV_OVERLAP(1, dim3) FROM t",
+                "must be an array or a string",
+            ),
+            ("SELECT ARRAY_ORDINAL_OF(la, la) FROM t", "must be a scalar"),
+            ("SELECT MV_OFFSET_OF(dim3, dim3) FROM t", "must be a scalar"),
+            ("SELECT MV_ORDINAL_OF(dim3) FROM t", "takes 2 arguments"),
+            ("SELECT ARRAY_PREPEND(la, la) FROM t", "must be a scalar"),
+            ("SELECT ARRAY_APPEND(la, la) FROM t", "must be a scalar"),
+            ("SELECT ARRAY_CONCAT(la) FROM t", "takes 2 arguments"),
+            (
+                "SELECT ARRAY_CONCAT(la, la, la) FROM t",
+                "takes 2 arguments",
+            ),
+            ("SELECT MV_PREPEND(dim3, dim3) FROM t", "must be a scalar"),
+            ("SELECT MV_APPEND(dim3, dim3) FROM t", "must be a scalar"),
+            (
+                "SELECT MV_CONCAT(dim3, dim3, dim3) FROM t",
+                "takes 2 arguments",
+            ),
+            ("SELECT MV_SLICE(dim3, la) FROM t", "must be a number"),
+            ("SELECT MV_TO_STRING(dim3) FROM t", "takes 2 arguments"),
+            ("SELECT STRING_TO_MV('a', '(')", "regular expression"),
+            ("SELECT STRING_TO_ARRAY(la, ',') FROM t", "must be a string"),
+            ("SELECT ARRAY_TO_MV(1)", "must be an array or a string"),
+            (
+                "SELECT MV_FILTER_NONE(dim3, 'b') FROM t",
+                "must be an array",
+            ),
+            ("SELECT MV_FILTER_ONLY(dim3) FROM t", "takes 2 arguments"),
         ] {
             let err = plan_error(&ctx, sql).await;
             assert!(err.contains(needle), "{sql}: {err}");
