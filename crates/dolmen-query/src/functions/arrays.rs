@@ -1275,7 +1275,8 @@ fn cast_elems(a: &ArrayRef, target: &DataType) -> Result<ArrayRef> {
     Ok(arrow::compute::cast(a, target)?)
 }
 
-/// The element type two lists are compared in: that of `lhs`, unless it holds only nulls.
+/// The element type two lists are compared in: that of `lhs` (Druid casts the needles to the
+/// array type), unless its elements are of the Null type.
 fn elem_type(lhs: &ListArray, rhs: &ListArray) -> DataType {
     match (lhs.values().data_type(), rhs.values().data_type()) {
         (DataType::Null, DataType::Null) => DataType::Utf8,
@@ -1815,9 +1816,17 @@ mod tests {
         .unwrap();
         ctx.register_table(
             "t",
-            Arc::new(MemTable::try_new(schema, vec![vec![batch]]).unwrap()),
+            Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![batch.clone()]]).unwrap()),
         )
         .unwrap();
+        // The same rows in three partitions of one to three rows, for multi-phase aggregation.
+        let parts = vec![
+            vec![batch.slice(0, 1)],
+            vec![batch.slice(1, 2)],
+            vec![batch.slice(3, 3)],
+        ];
+        ctx.register_table("tp", Arc::new(MemTable::try_new(schema, parts).unwrap()))
+            .unwrap();
         ctx
     }
 
@@ -2548,6 +2557,29 @@ mod tests {
         assert_eq!(
             batches[0].schema().field(0).name(),
             "array_concat_agg(DISTINCT t.la)"
+        );
+        // Partial aggregates merge (state / merge_batch).
+        let config = SessionConfig::new().with_target_partitions(4);
+        let multi = SessionContext::new_with_config(config);
+        super::super::register_druid_functions(&multi);
+        multi
+            .register_table("tp", ctx.table_provider("tp").await.unwrap())
+            .unwrap();
+        assert_eq!(
+            one(&multi, "SELECT ARRAY_CONCAT_AGG(DISTINCT la) FROM tp").await,
+            "[null,1,2,3,4,5]"
+        );
+        assert_eq!(
+            one(&multi, "SELECT ARRAY_LENGTH(ARRAY_CONCAT_AGG(la)) FROM tp").await,
+            "7"
+        );
+        assert_eq!(
+            strings(
+                &multi,
+                "SELECT ARRAY_CONCAT_AGG(DISTINCT dim3) FROM tp GROUP BY id % 2 ORDER BY 1"
+            )
+            .await,
+            ["['',b,c]", "[a,b,d]"]
         );
         let f = field(&ctx, "SELECT ARRAY_CONCAT_AGG(da) FROM t").await;
         assert_eq!(f.data_type(), &list_type(DataType::Float64));
