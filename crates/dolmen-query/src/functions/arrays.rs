@@ -23,7 +23,10 @@
 //! | `MV_FILTER_ONLY(mv, arr)` / `MV_FILTER_NONE(mv, arr)` | multi-value VARCHAR of the values that are (not) in the array `arr` |
 //! | `MV_FILTER_REGEX(mv, regex)` | multi-value VARCHAR of the values the literal `regex` matches entirely |
 //! | `MV_FILTER_PREFIX(mv, prefix)` | multi-value VARCHAR of the values starting with the literal `prefix` |
-//! | `ARRAY_CONCAT_AGG([DISTINCT] arr[, maxBytes])` | aggregate: the elements of every non-null `arr`; with `DISTINCT`, the distinct elements in ascending order (nulls first); null when there are none |
+//! | `ARRAY_CONCAT_AGG([DISTINCT] arr[, maxBytes])` | aggregate: the elements of every non-null `arr`; with `DISTINCT`, the distinct elements in ascending order (nulls first); null when there are none (`maxBytes` is accepted, not enforced) |
+//!
+//! `ARRAY_AGG` is DataFusion's `array_agg`, which takes no `maxBytes` argument: Druid's
+//! `ARRAY_AGG(expr, maxBytes)` is a plan error ("expected 1 arguments but received 2").
 //!
 //! Types. Druid arrays are `ARRAY<STRING>`, `ARRAY<LONG>` and `ARRAY<DOUBLE>`: array arguments
 //! are coerced to `List<Utf8>`, `List<Int64>` or `List<Float64>` (other integers, booleans and
