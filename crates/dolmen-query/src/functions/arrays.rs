@@ -117,6 +117,16 @@ pub fn udafs() -> Vec<AggregateUDF> {
     vec![AggregateUDF::new_from_impl(ArrayConcatAgg::new(false))]
 }
 
+/// A call of `func` on `args`, for rewrites that produce these functions (for instance Druid's
+/// filter semantics on multi-value columns: `mv = 'a'` is `MV_CONTAINS(mv, 'a')`, `mv IN (..)` is
+/// `MV_OVERLAP(mv, ARRAY[..])`).
+pub fn call(func: ArrayFunction, args: Vec<Expr>) -> Expr {
+    Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
+        Arc::new(ScalarUDF::new_from_impl(DruidArrayUdf::new(func))),
+        args,
+    ))
+}
+
 /// Whether `field` is a multi-value string (a list field marked with
 /// [`MULTI_VALUE_METADATA_KEY`]).
 pub fn is_multi_value_field(field: &Field) -> bool {
@@ -2478,6 +2488,31 @@ mod tests {
             .await,
             ["1", "1", "1", "1", "1", "1"]
         );
+    }
+
+    #[tokio::test]
+    async fn call_builds_expressions() {
+        let ctx = ctx();
+        let df = ctx
+            .table("t")
+            .await
+            .unwrap()
+            .filter(call(
+                ArrayFunction::MvContains,
+                vec![
+                    datafusion::prelude::col("dim3"),
+                    datafusion::prelude::lit("b"),
+                ],
+            ))
+            .unwrap()
+            .select_columns(&["id"])
+            .unwrap();
+        let batches = df.collect().await.unwrap();
+        let ids: Vec<String> = batches
+            .iter()
+            .flat_map(|b| (0..b.num_rows()).map(|i| render(b.column(0), i)))
+            .collect();
+        assert_eq!(ids, ["1", "2"]);
     }
 
     #[tokio::test]
