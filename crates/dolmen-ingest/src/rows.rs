@@ -768,7 +768,11 @@ impl SketchAcc {
                     Ok(())
                 }
                 SketchAcc::Theta(t) => {
+                    // Druid's `SketchAggregator.updateUnion`: longs and doubles hash as their
+                    // 8-byte values (as query-time `DS_THETA` does), other values as text.
                     match v {
+                        Value::Number(n) if n.is_i64() => t.update_i64(n.as_i64().unwrap_or(0)),
+                        Value::Number(n) => t.update_f64(n.as_f64().unwrap_or(f64::NAN)),
                         Value::String(s) => t.update_str(s),
                         other => t.update_str(&other.to_string()),
                     }

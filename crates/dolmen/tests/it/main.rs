@@ -9,4 +9,5 @@ mod ingest_query;
 mod lifecycle;
 mod sql_api;
 mod sql_formats;
+mod sql_functions;
 mod tasks_api;
