@@ -163,8 +163,26 @@ impl ColumnInfo {
 
     /// The column info for `field`: a list field carrying
     /// [`dolmen_segment::MULTI_VALUE_METADATA_KEY`] is a multi-value `STRING`/`VARCHAR`
-    /// column; anything else as [`ColumnInfo::from_arrow`].
+    /// column; a binary field carrying [`dolmen_segment::DRUID_TYPE_METADATA_KEY`] has that
+    /// `COMPLEX<...>` native type (SQL type `OTHER`); anything else as
+    /// [`ColumnInfo::from_arrow`].
     pub fn from_field(field: &Field) -> ColumnInfo {
+        if let Some(native) = field
+            .metadata()
+            .get(dolmen_segment::DRUID_TYPE_METADATA_KEY)
+            && native.starts_with("COMPLEX<")
+            && matches!(
+                field.data_type(),
+                DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+            )
+        {
+            return ColumnInfo {
+                name: field.name().to_string(),
+                native_type: native.clone(),
+                sql_type: "OTHER".to_string(),
+                multi_value: false,
+            };
+        }
         let marked = field
             .metadata()
             .get(dolmen_segment::MULTI_VALUE_METADATA_KEY)

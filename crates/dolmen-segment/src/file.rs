@@ -110,6 +110,12 @@ pub enum ColumnKind {
 /// dimension (value `"true"`), so that the query side can tell it from an `ARRAY<STRING>`.
 pub const MULTI_VALUE_METADATA_KEY: &str = "dolmen.multiValue";
 
+/// Arrow field metadata key naming the Druid native type of a column whose Arrow type alone
+/// does not say it: sketch columns (`Binary`) carry `COMPLEX<HLLSketch>`,
+/// `COMPLEX<thetaSketch>`, `COMPLEX<quantilesDoublesSketch>` or `COMPLEX<hyperUnique>`, so
+/// result headers and `INFORMATION_SCHEMA` report the type Druid reports.
+pub const DRUID_TYPE_METADATA_KEY: &str = "dolmen.druidType";
+
 /// The Arrow type of a multi-value string dimension: `List<Utf8>` with nullable items named
 /// `item` (Arrow's default list field).
 pub fn multi_value_string_type() -> DataType {
@@ -172,6 +178,15 @@ impl SegmentColumn {
                 [(MULTI_VALUE_METADATA_KEY.to_string(), "true".to_string())]
                     .into_iter()
                     .collect(),
+            )
+        } else if self.ty.is_sketch() {
+            f.with_metadata(
+                [(
+                    DRUID_TYPE_METADATA_KEY.to_string(),
+                    self.ty.druid_name().to_string(),
+                )]
+                .into_iter()
+                .collect(),
             )
         } else {
             f

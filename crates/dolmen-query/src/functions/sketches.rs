@@ -99,8 +99,9 @@ use dolmen_sketch::{
 
 /// Arrow field metadata key naming the Druid native type of a sketch-valued (Binary) column:
 /// `COMPLEX<HLLSketch>`, `COMPLEX<thetaSketch>` or `COMPLEX<quantilesDoublesSketch>`. Set on the
-/// results of `DS_HLL`, `DS_THETA`, `DS_QUANTILES_SKETCH` and the sketch set operations.
-pub const DRUID_TYPE_METADATA_KEY: &str = "dolmen.druidType";
+/// results of `DS_HLL`, `DS_THETA`, `DS_QUANTILES_SKETCH` and the sketch set operations, and on
+/// segment sketch columns ([`dolmen_segment::DRUID_TYPE_METADATA_KEY`]).
+pub const DRUID_TYPE_METADATA_KEY: &str = dolmen_segment::DRUID_TYPE_METADATA_KEY;
 
 /// Druid's default `lgK` of HLL sketches (`HllSketchAggregatorFactory.DEFAULT_LG_K`).
 pub const HLL_DEFAULT_LG_K: u8 = 12;

@@ -154,4 +154,32 @@ fn ingested_sketch_columns_merge_with_query_time_sketches() {
         json!({"t": 100, "tu": 100.0, "h": 100, "hu": 100.0, "qmax": 99.0}),
         "{got}"
     );
+    // Stored and computed sketches report their COMPLEX types, as Druid does.
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "SELECT n_hll, DS_THETA(n) AS t, DS_QUANTILES_SKETCH(n) AS q FROM sk                           GROUP BY n_hll LIMIT 1",
+                "resultFormat": "array", "header": true, "typesHeader": true,
+                "sqlTypesHeader": true}),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body[1],
+        json!([
+            "COMPLEX<HLLSketch>",
+            "COMPLEX<thetaSketch>",
+            "COMPLEX<quantilesDoublesSketch>"
+        ])
+    );
+    assert_eq!(body[2], json!(["OTHER", "OTHER", "OTHER"]));
+    assert_eq!(
+        server.sql(
+            "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS \
+             WHERE TABLE_NAME = 'sk' AND COLUMN_NAME IN ('n_hll', 'n_q', 'n_theta') ORDER BY 1"
+        ),
+        vec![
+            json!({"COLUMN_NAME": "n_hll", "DATA_TYPE": "OTHER"}),
+            json!({"COLUMN_NAME": "n_q", "DATA_TYPE": "OTHER"}),
+            json!({"COLUMN_NAME": "n_theta", "DATA_TYPE": "OTHER"}),
+        ]
+    );
 }
