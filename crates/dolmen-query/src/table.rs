@@ -30,7 +30,9 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::stats::Precision;
 use datafusion::common::{DFSchema, ScalarValue, Statistics};
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::parquet::ParquetRowSelection;
+use datafusion::datasource::physical_plan::parquet::{
+    CachedParquetFileReaderFactory, ParquetFileReaderFactory, ParquetRowSelection,
+};
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result};
@@ -268,43 +270,63 @@ impl TableProvider for DatasourceTable {
             None => None,
         };
         let equalities = string_equalities(filters, &self.schema);
+        // Parquet footers (and page indexes) of segment files are cached in the runtime's
+        // file-metadata cache: segment files are immutable, so a hot query does not re-read them.
+        let runtime = state.runtime_env();
+        let reader_factory: Arc<dyn ParquetFileReaderFactory> =
+            Arc::new(CachedParquetFileReaderFactory::new(
+                runtime.object_store(ObjectStoreUrl::local_filesystem())?,
+                runtime.cache_manager.get_file_metadata_cache(),
+            ));
         let target = state.config().target_partitions().max(1);
-        let mut whole: Vec<PartitionedFile> = Vec::new();
-        let mut partial: Vec<(&TimelineEntry, Vec<PartitionedFile>)> = Vec::new();
-        for e in &entries {
-            let mut files = Vec::with_capacity(e.segments.len());
+        // Load every visible segment first, then consult the value indexes of all of them at
+        // once (indexes built for the first time are built in parallel).
+        let mut loaded: Vec<(usize, &dolmen_segment::DataSegment, std::path::PathBuf)> = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
             for s in &e.segments {
                 let path = self
                     .cache
                     .ensure_loaded(s)
                     .await
                     .map_err(|err| DataFusionError::External(Box::new(err)))?;
-                // The segment's row count is exact (recorded at publish), so an unfiltered
-                // COUNT(*) is answered from it without reading the file.
-                let stats = Statistics {
-                    num_rows: Precision::Exact(usize::try_from(s.num_rows).unwrap_or(usize::MAX)),
-                    total_byte_size: Precision::Exact(
-                        usize::try_from(s.size).unwrap_or(usize::MAX),
-                    ),
-                    column_statistics: Statistics::unknown_column(&self.schema),
-                };
-                let file = PartitionedFile::new(path.to_string_lossy().to_string(), s.size);
-                match self.index_selection(&path, &equalities).await? {
-                    IndexSelection::All => files.push(file.with_statistics(Arc::new(stats))),
-                    // No row of the segment matches: not read at all.
-                    IndexSelection::NoRows => {}
-                    IndexSelection::Rows(selection, n) => {
-                        let stats = Statistics {
-                            num_rows: Precision::Inexact(n),
-                            ..stats
-                        };
-                        files.push(
-                            file.with_statistics(Arc::new(stats))
-                                .with_extension(ParquetRowSelection::new(selection)),
-                        );
-                    }
+                loaded.push((i, s, path));
+            }
+        }
+        let selections = futures::future::try_join_all(
+            loaded
+                .iter()
+                .map(|(_, _, path)| self.index_selection(path, &equalities)),
+        )
+        .await?;
+        let mut per_entry: Vec<Vec<PartitionedFile>> = vec![Vec::new(); entries.len()];
+        for ((i, s, path), selection) in loaded.into_iter().zip(selections) {
+            // The segment's row count is exact (recorded at publish), so an unfiltered
+            // COUNT(*) is answered from it without reading the file.
+            let stats = Statistics {
+                num_rows: Precision::Exact(usize::try_from(s.num_rows).unwrap_or(usize::MAX)),
+                total_byte_size: Precision::Exact(usize::try_from(s.size).unwrap_or(usize::MAX)),
+                column_statistics: Statistics::unknown_column(&self.schema),
+            };
+            let file = PartitionedFile::new(path.to_string_lossy().to_string(), s.size);
+            match selection {
+                IndexSelection::All => per_entry[i].push(file.with_statistics(Arc::new(stats))),
+                // No row of the segment matches: not read at all.
+                IndexSelection::NoRows => {}
+                IndexSelection::Rows(selection, n) => {
+                    let stats = Statistics {
+                        num_rows: Precision::Inexact(n),
+                        ..stats
+                    };
+                    per_entry[i].push(
+                        file.with_statistics(Arc::new(stats))
+                            .with_extension(ParquetRowSelection::new(selection)),
+                    );
                 }
             }
+        }
+        let mut whole: Vec<PartitionedFile> = Vec::new();
+        let mut partial: Vec<(&TimelineEntry, Vec<PartitionedFile>)> = Vec::new();
+        for (e, files) in entries.iter().zip(per_entry) {
             if files.is_empty() {
                 continue;
             }
@@ -316,11 +338,19 @@ impl TableProvider for DatasourceTable {
         }
         let mut plans: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
         if !whole.is_empty() {
-            plans.push(self.parquet_scan(whole, target, projection, predicate.clone(), limit)?);
+            plans.push(self.parquet_scan(
+                whole,
+                target,
+                projection,
+                predicate.clone(),
+                limit,
+                &reader_factory,
+            )?);
         }
         for (e, files) in partial {
             // Read all columns needed for the time restriction, then project.
-            let scan = self.parquet_scan(files, 1, None, predicate.clone(), None)?;
+            let scan =
+                self.parquet_scan(files, 1, None, predicate.clone(), None, &reader_factory)?;
             let filter = FilterExecBuilder::new(time_restriction(&self.schema, e.interval)?, scan)
                 .apply_projection(projection.cloned())?
                 .build()?;
@@ -418,8 +448,10 @@ impl DatasourceTable {
         projection: Option<&Vec<usize>>,
         predicate: Option<Arc<dyn PhysicalExpr>>,
         limit: Option<usize>,
+        reader_factory: &Arc<dyn ParquetFileReaderFactory>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let mut source = ParquetSource::new(Arc::clone(&self.schema));
+        let mut source = ParquetSource::new(Arc::clone(&self.schema))
+            .with_parquet_file_reader_factory(Arc::clone(reader_factory));
         if let Some(p) = predicate {
             source = source.with_predicate(p);
         }
