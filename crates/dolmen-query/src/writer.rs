@@ -28,6 +28,9 @@
 //!   row is null, and a row with several values is the JSON text of the string list, a JSON
 //!   string (`"[\"a\",\"b\"]"`) whatever `sqlStringifyArrays` says; CSV gets the same text.
 //! - Structs and maps (`COMPLEX<json>`): JSON objects. Binary: base64 strings.
+//! - JSON values (a string field marked as `COMPLEX<json>`, see
+//!   [`crate::functions::scalar::json_field`]): the JSON value itself (not a JSON string) in the
+//!   JSON formats and its JSON text in CSV; arrays of them (`ARRAY<COMPLEX<json>>`) likewise.
 //! - Strings are escaped as Jackson does (`\"`, `\\`, `\n`, `\t`, `\r`, `\b`, `\f`, other control
 //!   characters as `\u00XX`; non-ASCII is written as UTF-8).
 //! - CSV (opencsv `CSVWriter`, default settings): a null is an empty field; a field containing
@@ -163,8 +166,23 @@ impl ColumnInfo {
 
     /// The column info for `field`: a list field carrying
     /// [`dolmen_segment::MULTI_VALUE_METADATA_KEY`] is a multi-value `STRING`/`VARCHAR`
-    /// column; anything else as [`ColumnInfo::from_arrow`].
+    /// column; a string field marked as JSON ([`crate::functions::scalar::is_json_field`]) is
+    /// `COMPLEX<json>`/`OTHER`; a list of such is `ARRAY<COMPLEX<json>>`/`ARRAY`; anything else
+    /// as [`ColumnInfo::from_arrow`].
     pub fn from_field(field: &Field) -> ColumnInfo {
+        if let Some(native) = json_native_type(field) {
+            return ColumnInfo {
+                name: field.name().to_string(),
+                native_type: native.to_string(),
+                sql_type: if native == JSON_NATIVE_TYPE {
+                    "OTHER"
+                } else {
+                    "ARRAY"
+                }
+                .to_string(),
+                multi_value: false,
+            };
+        }
         let marked = field
             .metadata()
             .get(dolmen_segment::MULTI_VALUE_METADATA_KEY)
@@ -179,6 +197,37 @@ impl ColumnInfo {
         } else {
             ColumnInfo::from_arrow(field.name(), field.data_type())
         }
+    }
+}
+
+const JSON_NATIVE_TYPE: &str = "COMPLEX<json>";
+
+/// `COMPLEX<json>` for a string field marked as JSON, `ARRAY<COMPLEX<json>>` for a list of
+/// them, else `None`.
+fn json_native_type(field: &Field) -> Option<&'static str> {
+    use crate::functions::scalar::is_json_field;
+    match field.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View if is_json_field(field) => {
+            Some(JSON_NATIVE_TYPE)
+        }
+        DataType::List(f) | DataType::LargeList(f)
+            if json_native_type(f) == Some(JSON_NATIVE_TYPE) =>
+        {
+            Some("ARRAY<COMPLEX<json>>")
+        }
+        _ => None,
+    }
+}
+
+/// Whether the values of list-like type `dt` are JSON text (their field is marked as JSON).
+fn is_json_list(dt: &DataType) -> bool {
+    match dt {
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f) => json_native_type(f) == Some(JSON_NATIVE_TYPE),
+        _ => false,
     }
 }
 
@@ -434,6 +483,13 @@ impl ResultWriter {
             .collect::<Result<_, _>>()?;
         let cols: Vec<Col<'_>> = normalized.iter().map(|a| Col::new(a.as_ref())).collect();
         let multi: Vec<bool> = self.columns.iter().map(|c| c.multi_value).collect();
+        // JSON text columns: written as raw JSON (JSON formats) or as text (CSV).
+        let raw_json: Vec<bool> = self
+            .columns
+            .iter()
+            .zip(&normalized)
+            .map(|(c, a)| c.native_type == JSON_NATIVE_TYPE && string_like(a.data_type()))
+            .collect();
         let ctx = RenderCtx {
             tz: self.tz,
             stringify_arrays: self.stringify_arrays,
@@ -451,7 +507,9 @@ impl ResultWriter {
                                 out.push(b',');
                             }
                             out.extend_from_slice(&self.keys[i]);
-                            if multi[i] {
+                            if raw_json[i] {
+                                write_raw_json(normalized[i].as_ref(), row, out);
+                            } else if multi[i] {
                                 write_multi_value(normalized[i].as_ref(), row, true, out)?;
                             } else {
                                 col.write_json(row, &ctx, out, &mut scratch, &mut text)?;
@@ -466,7 +524,9 @@ impl ResultWriter {
                             if i > 0 {
                                 out.push(b',');
                             }
-                            if multi[i] {
+                            if raw_json[i] {
+                                write_raw_json(normalized[i].as_ref(), row, out);
+                            } else if multi[i] {
                                 write_multi_value(normalized[i].as_ref(), row, true, out)?;
                             } else {
                                 col.write_json(row, &ctx, out, &mut scratch, &mut text)?;
@@ -512,6 +572,21 @@ impl ResultWriter {
             ResultFormat::ObjectLines | ResultFormat::ArrayLines => out.extend_from_slice(b"\n\n"),
             ResultFormat::Csv => out.push(b'\n'),
         }
+    }
+}
+
+fn string_like(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+}
+
+/// Writes JSON text value `row` of string array `a` as is (`null` for null or empty text).
+fn write_raw_json(a: &dyn Array, row: usize, out: &mut Vec<u8>) {
+    match string_value(a, row) {
+        Some(s) if !a.is_null(row) && !s.trim().is_empty() => out.extend_from_slice(s.as_bytes()),
+        _ => out.extend_from_slice(b"null"),
     }
 }
 
@@ -1192,12 +1267,17 @@ pub fn write_json_any(a: &dyn Array, row: usize, out: &mut Vec<u8>) -> Result<()
             let values = list_values(a, row)
                 .ok_or_else(|| ArrowError::InvalidArgumentError("not a list".into()))?;
             let values = normalize(&values)?;
+            let raw = is_json_list(a.data_type()) && string_like(values.data_type());
             out.push(b'[');
             for i in 0..values.len() {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_json_any(values.as_ref(), i, out)?;
+                if raw {
+                    write_raw_json(values.as_ref(), i, out);
+                } else {
+                    write_json_any(values.as_ref(), i, out)?;
+                }
             }
             out.push(b']');
         }
