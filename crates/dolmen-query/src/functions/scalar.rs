@@ -8,11 +8,12 @@
 //! | `STRING_FORMAT(pattern, args..)` | VARCHAR: Java `String.format` (`%s %S %d %x %X %o %f %b %c %n %%`, flags `-+ 0,(#`, width, precision, `%1$s`, `%<s`) |
 //! | `LENGTH`, `CHAR_LENGTH`, `CHARACTER_LENGTH`, `STRLEN(expr)` | BIGINT: length in UTF-16 code units (replaces DataFusion's character count) |
 //! | `PARSE_LONG(str[, radix])` | BIGINT, null when unparseable; radix 2..36 (default 10), `0x` prefix allowed with radix 16 |
-//! | `CONTAINS_STRING(expr, str)` / `ICONTAINS_STRING(expr, str)` | BOOLEAN: substring test, case-sensitive / case-insensitive |
+//! | `CONTAINS_STRING(expr, str)` / `ICONTAINS_STRING(expr, str)` | BOOLEAN: substring test, case-sensitive / case-insensitive; false for a null `expr` |
+//! | `REGEXP_LIKE(expr, pattern)` | BOOLEAN: the pattern matches anywhere; false for a null `expr` (replaces DataFusion's, which returns null) |
 //! | `REGEXP_EXTRACT(expr, pattern[, index])` | VARCHAR: group `index` (default 0: whole match) of the first match, null when no match |
 //! | `REGEXP_REPLACE(expr, pattern, replacement)` | VARCHAR: every match replaced; `$1`, `${name}`, `\$` as in Java (replaces DataFusion's, which replaces the first match only) |
 //! | `DECODE_BASE64_UTF8(expr)` | VARCHAR: base64 (standard alphabet, padding optional) decoded as UTF-8 |
-//! | `TRUNCATE`, `TRUNC(x[, digits])` | BIGINT for integer `x`, else DOUBLE: `cast(cast(x * 10^digits, long), double) / 10^digits` |
+//! | `TRUNCATE`, `TRUNC(x[, digits])` | BIGINT for integer `x`, else DOUBLE: Druid's `cast(cast(x * 10^digits, long), double) / 10^digits` (replaces DataFusion's `trunc`) |
 //! | `ROUND(x[, digits])` | BIGINT for integer `x`, else DOUBLE: `BigDecimal.setScale(digits, HALF_UP)`; NaN rounds to 0, infinities to ±`Double.MAX_VALUE` |
 //! | `MOD(x, y)` | BIGINT when both are integers (Java `%`, error on `y = 0`), else DOUBLE |
 //! | `DIV(x, y)` | BIGINT: integer division (error on integer `y = 0`); doubles: `(long) (x / y)` |
@@ -32,14 +33,14 @@
 //! | `JSON_QUERY(expr, path)` | `COMPLEX<json>`: the value at `path` |
 //! | `JSON_QUERY_ARRAY(expr, path)` | `ARRAY<COMPLEX<json>>`: the array at `path`; another value becomes a one-element array |
 //! | `JSON_KEYS(expr, path)` | `ARRAY<VARCHAR>`: keys of the object at `path` (indexes of an array); null otherwise |
-//! | `JSON_PATHS(expr)` | `ARRAY<VARCHAR>`: JSONPaths (`$.a.b`, `$.x[0].y`, `$['a.b']`) of every primitive or array of primitives |
-//! | `JSON_MERGE(expr, expr, ..)` | `COMPLEX<json>`: objects merged left to right, the rightmost value winning; null when any argument is null |
-//! | `JSON_OBJECT(key, value[, key, value ..])` | `COMPLEX<json>`: function-call form of `JSON_OBJECT(KEY k VALUE v, ..)` |
+//! | `JSON_PATHS(expr)` | `ARRAY<VARCHAR>`: paths of every primitive or array of primitives, as Druid's `toNormalizedJsonPath` writes them (`$.a.b`, `$.x[0].y`, `$.['a.b']`, `$.` for the root) |
+//! | `JSON_MERGE(expr, expr, ..)` | `COMPLEX<json>`: Jackson's merging update, left to right (objects merged recursively with the rightmost value winning, arrays appended); null when any argument is null |
+//! | `JSON_OBJECT(key, value[, key, value ..])` | `COMPLEX<json>`: function-call form of `JSON_OBJECT(KEY k VALUE v, ..)`, keys in Java `HashMap` order as Druid |
 //!
 //! DataFusion built-ins that already have Druid's semantics and are kept (each is covered by a
 //! test below): `LPAD`, `RPAD` (truncate to `length`; empty pad adds nothing), `LEFT`, `RIGHT`,
 //! `REPLACE`, `REPEAT`, `REVERSE`, `STRPOS`, `SUBSTRING`/`SUBSTR`, `TRIM`/`BTRIM`/`LTRIM`/`RTRIM`,
-//! `LOWER`, `UPPER`, `REGEXP_LIKE` (matches anywhere), `NVL`, `PI`, `COT`, `LOG10`, `LN`, `ABS`,
+//! `LOWER`, `UPPER`, `NVL`, `PI`, `COT`, `LOG10`, `LN`, `ABS`,
 //! `CEIL`, `FLOOR`, `POWER`, `SQRT`, `EXP`.
 //!
 //! JSON values (Druid's `COMPLEX<json>`) are Arrow `Utf8` columns holding compact JSON text whose
@@ -129,6 +130,8 @@ pub enum ScalarFunction {
     RegexpExtract,
     /// `REGEXP_REPLACE(expr, pattern, replacement)`.
     RegexpReplace,
+    /// `REGEXP_LIKE(expr, pattern)`.
+    RegexpLike,
     /// `DECODE_BASE64_UTF8(expr)`.
     DecodeBase64Utf8,
     /// `TRUNCATE(x[, digits])` / `TRUNC`.
@@ -221,6 +224,7 @@ impl ScalarFunction {
         ("icontains_string", ScalarFunction::IcontainsString),
         ("regexp_extract", ScalarFunction::RegexpExtract),
         ("regexp_replace", ScalarFunction::RegexpReplace),
+        ("regexp_like", ScalarFunction::RegexpLike),
         ("decode_base64_utf8", ScalarFunction::DecodeBase64Utf8),
         ("truncate", ScalarFunction::Truncate),
         ("trunc", ScalarFunction::Truncate),
@@ -274,12 +278,13 @@ impl ScalarFunction {
     fn arity(self) -> (usize, usize) {
         use ScalarFunction::*;
         match self {
-            Concat | JsonMerge => (1, usize::MAX),
+            Concat => (1, usize::MAX),
+            JsonMerge => (2, usize::MAX),
             StringFormat => (1, usize::MAX),
             JsonObject => (2, usize::MAX),
-            Textcat | ContainsString | IcontainsString | Mod | Div | SafeDivide | BitwiseAnd
-            | BitwiseOr | BitwiseXor | BitwiseShiftLeft | BitwiseShiftRight | Ipv4Match
-            | Ipv6Match | JsonValue | JsonQuery | JsonQueryArray | JsonKeys => (2, 2),
+            Textcat | ContainsString | IcontainsString | RegexpLike | Mod | Div | SafeDivide
+            | BitwiseAnd | BitwiseOr | BitwiseXor | BitwiseShiftLeft | BitwiseShiftRight
+            | Ipv4Match | Ipv6Match | JsonValue | JsonQuery | JsonQueryArray | JsonKeys => (2, 2),
             RegexpExtract => (2, 3),
             RegexpReplace => (3, 3),
             ParseLong | Truncate | Round | HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => {
@@ -316,7 +321,9 @@ impl ScalarFunction {
             | BitwiseShiftRight | BitwiseComplement | DoubleToLongBits | Ipv4Parse => {
                 DataType::Int64
             }
-            ContainsString | IcontainsString | Ipv4Match | Ipv6Match => DataType::Boolean,
+            ContainsString | IcontainsString | RegexpLike | Ipv4Match | Ipv6Match => {
+                DataType::Boolean
+            }
             LongBitsToDouble => DataType::Float64,
             Truncate | Round if int(0) => DataType::Int64,
             Mod | SafeDivide if int(0) && int(1) => DataType::Int64,
@@ -400,7 +407,7 @@ impl DruidScalarUdf {
                     return plan_err!("{f}: radix [{r}] must be between 2 and 36");
                 }
             }
-            RegexpExtract | RegexpReplace => {
+            RegexpExtract | RegexpReplace | RegexpLike => {
                 if let Some(p) = lit_str(1) {
                     let re = compile_regex(&f, p).map_err(to_plan)?;
                     if self.func == RegexpExtract
@@ -545,6 +552,19 @@ impl ScalarUDFImpl for DruidScalarUdf {
                     return plan_err!("{f}: argument {} has unsupported type {dt}", i + 1);
                 }
                 let int = dt.is_integer();
+                let text = matches!(
+                    dt,
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+                );
+                match self.func {
+                    ScalarFunction::ParseJson if !text => {
+                        return plan_err!(
+                            "{f}: invalid input expected STRING but got {dt} instead"
+                        );
+                    }
+                    ScalarFunction::TryParseJson if !text => return Ok(dt.clone()),
+                    _ => {}
+                }
                 Ok(match self.func.kind(i) {
                     Kind::Str => DataType::Utf8,
                     Kind::Num if int || *dt == DataType::Null => DataType::Int64,
@@ -801,17 +821,19 @@ impl Call<'_> {
                 let s = self.strs(0)?;
                 let needle = self.strs(1)?;
                 let mut out = BooleanBuilder::with_capacity(n);
+                // As Druid: a null string contains nothing; a null search string is empty.
                 for r in 0..n {
-                    if s.is_null(r) || needle.is_null(r) {
-                        out.append_null();
-                    } else if func == ContainsString {
-                        out.append_value(s.value(r).contains(needle.value(r)));
+                    let n = if needle.is_null(r) {
+                        ""
                     } else {
-                        out.append_value(
-                            s.value(r)
-                                .to_lowercase()
-                                .contains(&needle.value(r).to_lowercase()),
-                        );
+                        needle.value(r)
+                    };
+                    if s.is_null(r) {
+                        out.append_value(false);
+                    } else if func == ContainsString {
+                        out.append_value(s.value(r).contains(n));
+                    } else {
+                        out.append_value(s.value(r).to_lowercase().contains(&n.to_lowercase()));
                     }
                 }
                 Arc::new(out.finish())
@@ -836,6 +858,23 @@ impl Call<'_> {
                         .captures(s.value(r))
                         .and_then(|c| c.get(index as usize).map(|m| m.as_str()));
                     out.append_option(m);
+                }
+                Arc::new(out.finish())
+            }
+            RegexpLike => {
+                let s = self.strs(0)?;
+                let pats = self.strs(1)?;
+                let mut cache: Option<(String, Regex)> = None;
+                let mut out = BooleanBuilder::with_capacity(n);
+                // As Druid: null never matches; a null pattern is empty (matches everything).
+                for r in 0..n {
+                    let p = if pats.is_null(r) { "" } else { pats.value(r) };
+                    if s.is_null(r) {
+                        out.append_value(false);
+                    } else {
+                        let re = cached_regex(f, &mut cache, p)?;
+                        out.append_value(re.is_match(s.value(r)));
+                    }
                 }
                 Arc::new(out.finish())
             }
@@ -1073,6 +1112,10 @@ impl Call<'_> {
                 Arc::new(out)
             }
             ParseJson | TryParseJson => {
+                if func == TryParseJson && self.args[0].as_string_opt::<i32>().is_none() {
+                    // Not a string: null, as Druid.
+                    return Ok(Arc::new(StringArray::new_null(n)));
+                }
                 let s = self.strs(0)?;
                 let mut out = StringBuilder::with_capacity(n, n * 16);
                 for v in s.iter() {
@@ -1194,7 +1237,7 @@ impl Call<'_> {
                         exec_error(format!("{f}: cannot parse [{text}] as JSON: {e}"))
                     })?;
                     paths.clear();
-                    json_paths(&doc, &mut "$".to_string(), &mut paths);
+                    json_paths(&doc, &mut String::new(), &mut paths);
                     for p in &paths {
                         out.values().append_value(p);
                     }
@@ -1211,19 +1254,10 @@ impl Call<'_> {
                             out.append_null();
                             continue 'rows;
                         };
-                        merged = Some(match (merged, v) {
-                            (None, v @ Value::Object(_)) => v,
-                            (Some(Value::Object(mut acc)), Value::Object(m)) => {
-                                for (k, v) in m {
-                                    acc.insert(k, v);
-                                }
-                                Value::Object(acc)
-                            }
-                            (_, other) => {
-                                return exec_err!(
-                                    "{f}: arguments must be JSON objects, got {other}"
-                                );
-                            }
+                        merged = Some(match merged {
+                            None => v,
+                            Some(acc) => jackson_merge_top(acc, v)
+                                .map_err(|e| exec_error(format!("{f}: {e}")))?,
                         });
                     }
                     out.append_option(merged.map(|m| m.to_string()));
@@ -1233,20 +1267,20 @@ impl Call<'_> {
             JsonObject => {
                 let mut out = StringBuilder::with_capacity(n, n * 16);
                 for r in 0..n {
-                    let mut obj = serde_json::Map::new();
+                    let mut entries: Vec<(String, Value)> = Vec::new();
                     for pair in (0..self.args.len()).step_by(2) {
                         let key = match any_at(&self.args[pair], r) {
                             AnyVal::Str(s) => s.to_string(),
                             AnyVal::Null => return exec_err!("{f}: a key is null"),
-                            other => match other.text() {
-                                Some(t) => t,
-                                None => return exec_err!("{f}: a key is null"),
-                            },
+                            _ => return exec_err!("{f}: field name must be a STRING"),
                         };
                         let value = self.json_arg(pair + 1, r)?.unwrap_or(Value::Null);
-                        obj.insert(key, value);
+                        match entries.iter_mut().find(|(k, _)| *k == key) {
+                            Some(e) => e.1 = value,
+                            None => entries.push((key, value)),
+                        }
                     }
-                    out.append_value(Value::Object(obj).to_string());
+                    out.append_value(Value::Object(java_hash_map_order(entries)).to_string());
                 }
                 Arc::new(out.finish())
             }
@@ -1275,6 +1309,65 @@ impl Call<'_> {
             AnyVal::Bool(b) => Some(Value::Bool(b)),
         })
     }
+}
+
+/// Merges `next` into `acc` as Jackson's `readerForUpdating(acc).readValue(next)` does (Druid's
+/// `JSON_MERGE`): the top-level values must both be objects or both be arrays.
+fn jackson_merge_top(acc: Value, next: Value) -> std::result::Result<Value, String> {
+    match (&acc, &next) {
+        (Value::Object(_), Value::Object(_)) | (Value::Array(_), Value::Array(_)) => {
+            Ok(jackson_merge(acc, next))
+        }
+        _ => Err(format!("cannot merge {next} into {acc}")),
+    }
+}
+
+/// Jackson's merging update: objects merge key by key (recursively), arrays are appended to,
+/// anything else is replaced.
+fn jackson_merge(acc: Value, next: Value) -> Value {
+    match (acc, next) {
+        (Value::Object(mut a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    // In place: the key keeps its position, as in a LinkedHashMap.
+                    Some(old) => {
+                        let prev = std::mem::take(old);
+                        *old = jackson_merge(prev, v);
+                    }
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+            Value::Object(a)
+        }
+        (Value::Array(mut a), Value::Array(b)) => {
+            a.extend(b);
+            Value::Array(a)
+        }
+        (_, next) => next,
+    }
+}
+
+/// Java's `String.hashCode`.
+fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0_i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// Orders distinct `entries` (in insertion order) as a Java `HashMap` iterates them: by bucket
+/// (`(h ^ h >>> 16) & (capacity - 1)`, capacity 16 doubled past a 0.75 load factor), then by
+/// insertion. Druid's `JSON_OBJECT` builds a `HashMap`, so this is the order of its output.
+fn java_hash_map_order(mut entries: Vec<(String, Value)>) -> serde_json::Map<String, Value> {
+    let mut capacity = 16_usize;
+    while entries.len() > capacity * 3 / 4 {
+        capacity *= 2;
+    }
+    entries.sort_by_key(|(k, _)| {
+        let h = java_string_hash(k) as u32;
+        ((h ^ (h >> 16)) as usize) & (capacity - 1)
+    });
+    entries.into_iter().collect()
 }
 
 fn compile_regex(f: &str, p: &str) -> Result<Regex> {
@@ -1458,20 +1551,15 @@ fn java_fixed(v: f64, prec: usize) -> String {
     s
 }
 
+/// `TRUNCATE` of a BIGINT: Druid evaluates the DOUBLE expression of [`truncate_double`] and
+/// casts the result back to BIGINT.
 fn truncate_long(x: i64, digits: i64) -> i64 {
-    if digits >= 0 {
-        return x;
-    }
-    if digits < -18 {
-        return 0;
-    }
-    let p = 10_i64.pow((-digits) as u32);
-    x / p * p
+    truncate_double(x as f64, digits) as i64
 }
 
-/// Druid's `cast(cast(x * f, 'long'), 'double') / f` with `f = 10^digits`.
+/// Druid's `(cast(cast(x * f, 'long'), 'double') / f)` with `f = Math.pow(10, digits)`.
 fn truncate_double(x: f64, digits: i64) -> f64 {
-    let factor = 10_f64.powi(digits.clamp(-400, 400) as i32);
+    let factor = 10_f64.powf(digits.clamp(-400, 400) as f64);
     ((x * factor) as i64) as f64 / factor
 }
 
@@ -1602,6 +1690,9 @@ enum PathPart {
 /// Parses Druid's JSONPath subset: `$`, `.name`, `['name']`, `["name"]`, `[index]`.
 fn parse_json_path(p: &str) -> std::result::Result<Vec<PathPart>, String> {
     let chars: Vec<char> = p.chars().collect();
+    if chars.is_empty() {
+        return Ok(Vec::new());
+    }
     if chars.first() != Some(&'$') {
         return Err(format!("JSONPath [{p}] must start with '$'"));
     }
@@ -1679,12 +1770,13 @@ fn json_paths(v: &Value, prefix: &mut String, out: &mut Vec<String>) {
         Value::Object(m) => {
             for (k, child) in m {
                 let len = prefix.len();
+                // Druid's NestedPathFinder.toNormalizedJsonPath.
+                prefix.push_str(if prefix.is_empty() { "$." } else { "." });
                 if k.contains(['.', '\'', '"', '[', ']']) {
                     prefix.push_str("['");
-                    prefix.push_str(&k.replace('\'', "\\'"));
+                    prefix.push_str(k);
                     prefix.push_str("']");
                 } else {
-                    prefix.push('.');
                     prefix.push_str(k);
                 }
                 json_paths(child, prefix, out);
@@ -1694,11 +1786,15 @@ fn json_paths(v: &Value, prefix: &mut String, out: &mut Vec<String>) {
         Value::Array(items) if items.iter().any(|x| x.is_object() || x.is_array()) => {
             for (i, child) in items.iter().enumerate() {
                 let len = prefix.len();
+                if prefix.is_empty() {
+                    prefix.push('$');
+                }
                 prefix.push_str(&format!("[{i}]"));
                 json_paths(child, prefix, out);
                 prefix.truncate(len);
             }
         }
+        _ if prefix.is_empty() => out.push("$.".to_string()),
         _ => out.push(prefix.clone()),
     }
 }
@@ -2150,7 +2246,9 @@ mod tests {
                 ("CONTAINS_STRING('Hello', 'ELL')", "false"),
                 ("ICONTAINS_STRING('Hello', 'ELL')", "true"),
                 ("ICONTAINS_STRING('Hello', 'xyz')", "false"),
-                ("CONTAINS_STRING(NULL, 'a')", "null"),
+                ("CONTAINS_STRING(NULL, 'a')", "false"),
+                ("ICONTAINS_STRING(NULL, 'a')", "false"),
+                ("CONTAINS_STRING('abc', NULL)", "true"),
             ],
         )
         .await;
@@ -2193,6 +2291,8 @@ mod tests {
                 ("REGEXP_REPLACE(NULL, 'a', 'b')", "null"),
                 ("REGEXP_LIKE('abc', 'b')", "true"),
                 ("REGEXP_LIKE('abc', '^b')", "false"),
+                ("REGEXP_LIKE(NULL, 'b')", "false"),
+                ("REGEXP_LIKE('abc', NULL)", "true"),
                 ("DECODE_BASE64_UTF8('aGVsbG8=')", r#""hello""#),
                 ("DECODE_BASE64_UTF8('aGVsbG8')", r#""hello""#),
                 ("DECODE_BASE64_UTF8(NULL)", "null"),
@@ -2290,6 +2390,8 @@ mod tests {
                 ("TRUNCATE(-17.5, -1)", "-10.0"),
                 ("TRUNCATE(1234, -2)", "1200"),
                 ("TRUNCATE(1234)", "1234"),
+                ("TRUNCATE(5700, -2)", "5700"),
+                ("TRUNCATE(-1234, -2)", "-1200"),
                 ("TRUNCATE(NULL, 1)", "null"),
                 ("ROUND(2.5)", "3.0"),
                 ("ROUND(-2.5)", "-3.0"),
@@ -2500,9 +2602,19 @@ mod tests {
                 ("JSON_KEYS('{\"a\":1}', '$.a')", "null"),
                 (
                     "JSON_PATHS('{\"a\":{\"b\":1,\"c\":[1,2]},\"x.y\":null,\"o\":[{\"p\":1}]}')",
-                    r#"["$.a.b","$.a.c","$['x.y']","$.o[0].p"]"#,
+                    r#"["$.a.b","$.a.c","$.['x.y']","$.o[0].p"]"#,
                 ),
-                ("JSON_PATHS('3')", r#"["$"]"#),
+                ("JSON_PATHS('3')", r#"["$."]"#),
+                ("JSON_PATHS('[{\"a\":1},2]')", r#"["$[0].a","$[1]"]"#),
+                ("JSON_VALUE('5', '$')", r#""5""#),
+                (
+                    "JSON_MERGE('{\"a\":{\"x\":1,\"l\":[1]},\"b\":1}', '{\"a\":{\"y\":2,\"l\":[2]},\"b\":{\"z\":0}}')",
+                    r#""{\"a\":{\"x\":1,\"l\":[1,2],\"y\":2},\"b\":{\"z\":0}}""#,
+                ),
+                ("JSON_MERGE('[1]', '[2]', '[3]')", r#""[1,2,3]""#),
+                ("JSON_OBJECT('age', 1, 'name', 'x')", r#""{\"name\":\"x\",\"age\":1}""#),
+                ("JSON_OBJECT('a', 1, 'a', 2)", r#""{\"a\":2}""#),
+                ("TRY_PARSE_JSON(5)", "null"),
                 (
                     "JSON_MERGE('{\"a\":1,\"b\":2}', PARSE_JSON('{\"b\":3,\"c\":4}'))",
                     r#""{\"a\":1,\"b\":3,\"c\":4}""#,
@@ -2552,9 +2664,22 @@ mod tests {
         assert!(
             fails(&ctx, "SELECT JSON_MERGE('{}', '[1]')")
                 .await
-                .contains("JSON objects")
+                .contains("cannot merge")
         );
         plan_fails(&ctx, "SELECT JSON_OBJECT('a')").await;
+        plan_fails(&ctx, "SELECT JSON_MERGE('{}')").await;
+        assert!(
+            plan_fails(&ctx, "SELECT PARSE_JSON(5)")
+                .await
+                .contains("expected STRING")
+        );
+        assert!(
+            fails(&ctx, "SELECT JSON_OBJECT(1, 2)")
+                .await
+                .contains("field name must be a STRING")
+        );
+        // Nor does the `key: value` form.
+        assert!(ctx.sql("SELECT JSON_OBJECT('a': 1)").await.is_err());
         // The SQL-standard `KEY .. VALUE ..` form does not get through the parser.
         assert!(
             ctx.sql("SELECT JSON_OBJECT(KEY 'a' VALUE 1)")
