@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `CONCAT(expr, ..)` | VARCHAR; null when any argument is null (replaces DataFusion's, which skips nulls) |
 //! | `TEXTCAT(a, b)` | VARCHAR: `CONCAT(a, b)` |
-//! | `STRING_FORMAT(pattern, args..)` | VARCHAR: Java `String.format` (`%s %S %d %x %X %o %f %b %c %n %%`, flags `-+ 0,(#`, width, precision, `%1$s`, `%<s`) |
+//! | `STRING_FORMAT(pattern, args..)` | VARCHAR: Druid's `nonStrictFormat`: Java `String.format` (`%s %S %d %x %X %o %f %e %E %b %c %n %%`, flags `-+ 0,(#`, width, precision, `%1$s`, `%<s`); the pattern as is without arguments; `pattern; arg; ..` when the arguments do not fit |
 //! | `LENGTH`, `CHAR_LENGTH`, `CHARACTER_LENGTH`, `STRLEN(expr)` | BIGINT: length in UTF-16 code units (replaces DataFusion's character count) |
 //! | `PARSE_LONG(str[, radix])` | BIGINT, null when unparseable; radix 2..36 (default 10), `0x` prefix allowed with radix 16 |
 //! | `CONTAINS_STRING(expr, str)` / `ICONTAINS_STRING(expr, str)` | BOOLEAN: substring test, case-sensitive / case-insensitive; false for a null `expr` |
@@ -13,11 +13,14 @@
 //! | `REGEXP_EXTRACT(expr, pattern[, index])` | VARCHAR: group `index` (default 0: whole match) of the first match, null when no match |
 //! | `REGEXP_REPLACE(expr, pattern, replacement)` | VARCHAR: every match replaced; `$1`, `${name}`, `\$` as in Java (replaces DataFusion's, which replaces the first match only) |
 //! | `DECODE_BASE64_UTF8(expr)` | VARCHAR: base64 (standard alphabet, padding optional) decoded as UTF-8 |
+//! | `LEFT(expr, n)` / `RIGHT(expr, n)` | VARCHAR: first / last `n` UTF-16 code units; negative `n` is an error (replace DataFusion's) |
+//! | `REPEAT(expr, n)` | VARCHAR: `expr` `n` times; null when `n < 1` (replaces DataFusion's) |
+//! | `LPAD`, `RPAD(expr, length[, chars])` | VARCHAR: padded with `chars` (default space) or truncated to `length`; an empty `chars` adds nothing; null when `length <= 0` (replace DataFusion's) |
 //! | `TRUNCATE`, `TRUNC(x[, digits])` | BIGINT for integer `x`, else DOUBLE: Druid's `cast(cast(x * 10^digits, long), double) / 10^digits` (replaces DataFusion's `trunc`) |
 //! | `ROUND(x[, digits])` | BIGINT for integer `x`, else DOUBLE: `BigDecimal.setScale(digits, HALF_UP)`; NaN rounds to 0, infinities to ±`Double.MAX_VALUE` |
 //! | `MOD(x, y)` | BIGINT when both are integers (Java `%`, error on `y = 0`), else DOUBLE |
 //! | `DIV(x, y)` | BIGINT: integer division (error on integer `y = 0`); doubles: `(long) (x / y)` |
-//! | `SAFE_DIVIDE(x, y)` | BIGINT when both are integers, else DOUBLE; null when `y = 0` |
+//! | `SAFE_DIVIDE(x, y)` | BIGINT when both are integers, else DOUBLE; null when `y = 0` (for doubles also NaN), except `0.0 / 0.0` = `0.0` |
 //! | `BITWISE_AND/OR/XOR(x, y)`, `BITWISE_SHIFT_LEFT/RIGHT(x, y)`, `BITWISE_COMPLEMENT(x)` | BIGINT (doubles cast to long; shifts as Java's `<<`, `>>`) |
 //! | `BITWISE_CONVERT_DOUBLE_TO_LONG_BITS(x)` / `BITWISE_CONVERT_LONG_BITS_TO_DOUBLE(x)` | BIGINT / DOUBLE (`Double.doubleToLongBits` / `longBitsToDouble`) |
 //! | `HUMAN_READABLE_BINARY_BYTE_FORMAT(v[, precision])` | VARCHAR: `1.00 KiB`, `1023 B` (precision 0..3, default 2) |
@@ -38,10 +41,11 @@
 //! | `JSON_OBJECT(key, value[, key, value ..])` | `COMPLEX<json>`: function-call form of `JSON_OBJECT(KEY k VALUE v, ..)`, keys in Java `HashMap` order as Druid |
 //!
 //! DataFusion built-ins that already have Druid's semantics and are kept (each is covered by a
-//! test below): `LPAD`, `RPAD` (truncate to `length`; empty pad adds nothing), `LEFT`, `RIGHT`,
-//! `REPLACE`, `REPEAT`, `REVERSE`, `STRPOS`, `SUBSTRING`/`SUBSTR`, `TRIM`/`BTRIM`/`LTRIM`/`RTRIM`,
-//! `LOWER`, `UPPER`, `NVL`, `PI`, `COT`, `LOG10`, `LN`, `ABS`,
-//! `CEIL`, `FLOOR`, `POWER`, `SQRT`, `EXP`.
+//! test below): `REPLACE`, `REVERSE`, `STRPOS`, `POSITION(.. IN ..)`, `SUBSTRING`/`SUBSTR`,
+//! `TRIM`/`BTRIM`/`LTRIM`/`RTRIM`, `LOWER`, `UPPER`, `NVL`, `PI`, `COT`, `LOG10`, `LN`, `ABS`,
+//! `CEIL`, `FLOOR`, `POWER`, `SQRT`, `EXP`, the `||` operator (null when either side is null).
+//! `STRPOS`/`POSITION` count characters where Druid counts UTF-16 code units (the same outside
+//! the astral planes); `POSITION(.. IN .. FROM n)` does not get through the SQL parser.
 //!
 //! JSON values (Druid's `COMPLEX<json>`) are Arrow `Utf8` columns holding compact JSON text whose
 //! [`Field`] carries the metadata [`COMPLEX_METADATA_KEY`] = [`JSON_COMPLEX_TYPE`] (see
@@ -134,6 +138,16 @@ pub enum ScalarFunction {
     RegexpLike,
     /// `DECODE_BASE64_UTF8(expr)`.
     DecodeBase64Utf8,
+    /// `LEFT(expr, n)`.
+    Left,
+    /// `RIGHT(expr, n)`.
+    Right,
+    /// `REPEAT(expr, n)`.
+    Repeat,
+    /// `LPAD(expr, length[, chars])`.
+    Lpad,
+    /// `RPAD(expr, length[, chars])`.
+    Rpad,
     /// `TRUNCATE(x[, digits])` / `TRUNC`.
     Truncate,
     /// `ROUND(x[, digits])`.
@@ -226,6 +240,11 @@ impl ScalarFunction {
         ("regexp_replace", ScalarFunction::RegexpReplace),
         ("regexp_like", ScalarFunction::RegexpLike),
         ("decode_base64_utf8", ScalarFunction::DecodeBase64Utf8),
+        ("left", ScalarFunction::Left),
+        ("right", ScalarFunction::Right),
+        ("repeat", ScalarFunction::Repeat),
+        ("lpad", ScalarFunction::Lpad),
+        ("rpad", ScalarFunction::Rpad),
         ("truncate", ScalarFunction::Truncate),
         ("trunc", ScalarFunction::Truncate),
         ("round", ScalarFunction::Round),
@@ -285,7 +304,8 @@ impl ScalarFunction {
             Textcat | ContainsString | IcontainsString | RegexpLike | Mod | Div | SafeDivide
             | BitwiseAnd | BitwiseOr | BitwiseXor | BitwiseShiftLeft | BitwiseShiftRight
             | Ipv4Match | Ipv6Match | JsonValue | JsonQuery | JsonQueryArray | JsonKeys => (2, 2),
-            RegexpExtract => (2, 3),
+            RegexpExtract | Lpad | Rpad => (2, 3),
+            Left | Right | Repeat => (2, 2),
             RegexpReplace => (3, 3),
             ParseLong | Truncate | Round | HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => {
                 (1, 2)
@@ -303,7 +323,7 @@ impl ScalarFunction {
         match self {
             Concat | Textcat | ToJsonString | JsonObject => Kind::Any,
             StringFormat if i > 0 => Kind::Any,
-            ParseLong if i == 1 => Kind::Num,
+            ParseLong | Left | Right | Repeat | Lpad | Rpad if i == 1 => Kind::Num,
             RegexpExtract if i == 2 => Kind::Num,
             Truncate | Round | Mod | Div | SafeDivide | BitwiseAnd | BitwiseOr | BitwiseXor
             | BitwiseShiftLeft | BitwiseShiftRight | BitwiseComplement | DoubleToLongBits
@@ -421,6 +441,13 @@ impl DruidScalarUdf {
                         java_replacement(r, re.captures_len())
                             .map_err(|e| plan_error(format!("{f}: {e}")))?;
                     }
+                }
+            }
+            Left | Right => {
+                if let Some(n) = lit_int(1)
+                    && n < 0
+                {
+                    return plan_err!("{f}: needs a positive integer as the second argument");
                 }
             }
             HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => {
@@ -788,9 +815,7 @@ impl Call<'_> {
                     }
                     vals.clear();
                     vals.extend(self.args[1..].iter().map(|a| any_at(a, r)));
-                    let s = java_format(pat.value(r), &vals)
-                        .map_err(|e| exec_error(format!("{f}: {e}")))?;
-                    out.append_value(s);
+                    out.append_value(non_strict_format(pat.value(r), &vals));
                 }
                 Arc::new(out.finish())
             }
@@ -905,6 +930,60 @@ impl Call<'_> {
                 }
                 Arc::new(out.finish())
             }
+            Left | Right | Repeat => {
+                let s = self.strs(0)?;
+                let k = self.nums(1)?;
+                let mut out = StringBuilder::with_capacity(n, n * 8);
+                for r in 0..n {
+                    // Java's int argument.
+                    let y = k.long(r).map(|y| y as i32);
+                    if func != Repeat && y.is_some_and(|y| y < 0) {
+                        return exec_err!("{f}: needs a positive integer as the second argument");
+                    }
+                    let (Some(x), Some(y)) = (s.is_valid(r).then(|| s.value(r)), y) else {
+                        out.append_null();
+                        continue;
+                    };
+                    match func {
+                        // Druid: a count below 1 is null.
+                        Repeat if y < 1 => out.append_null(),
+                        Repeat => out.append_value(x.repeat(y as usize)),
+                        Left => out.append_value(utf16_slice(x, 0, Some(y as usize))),
+                        _ => {
+                            let len = x.encode_utf16().count();
+                            out.append_value(utf16_slice(x, len.saturating_sub(y as usize), None))
+                        }
+                    }
+                }
+                Arc::new(out.finish())
+            }
+            Lpad | Rpad => {
+                let s = self.strs(0)?;
+                let len = self.nums(1)?;
+                let pads = match self.args.get(2) {
+                    Some(_) => Some(self.strs(2)?),
+                    None => None,
+                };
+                let mut out = StringBuilder::with_capacity(n, n * 8);
+                for r in 0..n {
+                    let pad = match pads {
+                        None => Some(" "),
+                        Some(p) => p.is_valid(r).then(|| p.value(r)),
+                    };
+                    let (true, Some(len), Some(pad)) = (s.is_valid(r), len.long(r), pad) else {
+                        out.append_null();
+                        continue;
+                    };
+                    // Druid: a length of 0 or less is null.
+                    match usize::try_from(len as i32) {
+                        Ok(len) if len > 0 => {
+                            out.append_value(druid_pad(s.value(r), len, pad, func == Lpad))
+                        }
+                        _ => out.append_null(),
+                    }
+                }
+                Arc::new(out.finish())
+            }
             DecodeBase64Utf8 => {
                 let s = self.strs(0)?;
                 let mut out = StringBuilder::with_capacity(n, n * 8);
@@ -998,8 +1077,15 @@ impl Call<'_> {
                     let mut out = Float64Builder::with_capacity(n);
                     for r in 0..n {
                         match (x.double(r), y.double(r)) {
-                            (Some(_), Some(b)) if func == SafeDivide && b == 0.0 => {
-                                out.append_null()
+                            // Druid: x / 0 (or NaN) is null, except 0 / 0 which is 0.
+                            (Some(a), Some(b))
+                                if func == SafeDivide && (b == 0.0 || b.is_nan()) =>
+                            {
+                                if a == 0.0 {
+                                    out.append_value(0.0)
+                                } else {
+                                    out.append_null()
+                                }
                             }
                             (Some(a), Some(b)) => {
                                 out.append_value(if func == Mod { a % b } else { a / b })
@@ -1121,7 +1207,7 @@ impl Call<'_> {
                 for v in s.iter() {
                     match v.map(serde_json::from_str::<Value>) {
                         None => out.append_null(),
-                        Some(Ok(j)) => out.append_value(j.to_string()),
+                        Some(Ok(j)) => out.append_value(json_text(&j)),
                         Some(Err(_)) if func == TryParseJson => out.append_null(),
                         Some(Err(e)) => {
                             return exec_err!(
@@ -1138,7 +1224,7 @@ impl Call<'_> {
                 for r in 0..n {
                     match self.json_arg(0, r)? {
                         None => out.append_null(),
-                        Some(v) => out.append_value(v.to_string()),
+                        Some(v) => out.append_value(json_text(&v)),
                     }
                 }
                 Arc::new(out.finish())
@@ -1167,7 +1253,7 @@ impl Call<'_> {
                             .iter()
                             .map(|v| match v {
                                 Some(Value::String(s)) => Some(s.clone()),
-                                Some(Value::Number(x)) => Some(x.to_string()),
+                                Some(Value::Number(x)) => Some(number_text(x)),
                                 Some(Value::Bool(b)) => Some(b.to_string()),
                                 _ => None,
                             })
@@ -1175,10 +1261,8 @@ impl Call<'_> {
                         Arc::new(out)
                     }
                     JsonQuery => {
-                        let out: StringArray = values
-                            .iter()
-                            .map(|v| v.as_ref().map(|v| v.to_string()))
-                            .collect();
+                        let out: StringArray =
+                            values.iter().map(|v| v.as_ref().map(json_text)).collect();
                         Arc::new(out)
                     }
                     JsonQueryArray => {
@@ -1189,12 +1273,12 @@ impl Call<'_> {
                                 None => out.append_null(),
                                 Some(Value::Array(items)) => {
                                     for item in items {
-                                        out.values().append_value(item.to_string());
+                                        out.values().append_value(json_text(&item));
                                     }
                                     out.append(true);
                                 }
                                 Some(other) => {
-                                    out.values().append_value(other.to_string());
+                                    out.values().append_value(json_text(&other));
                                     out.append(true);
                                 }
                             }
@@ -1260,7 +1344,7 @@ impl Call<'_> {
                                 .map_err(|e| exec_error(format!("{f}: {e}")))?,
                         });
                     }
-                    out.append_option(merged.map(|m| m.to_string()));
+                    out.append_option(merged.map(|m| json_text(&m)));
                 }
                 Arc::new(out.finish())
             }
@@ -1280,7 +1364,7 @@ impl Call<'_> {
                             None => entries.push((key, value)),
                         }
                     }
-                    out.append_value(Value::Object(java_hash_map_order(entries)).to_string());
+                    out.append_value(json_text(&Value::Object(java_hash_map_order(entries))));
                 }
                 Arc::new(out.finish())
             }
@@ -1308,6 +1392,51 @@ impl Call<'_> {
             ),
             AnyVal::Bool(b) => Some(Value::Bool(b)),
         })
+    }
+}
+
+/// Compact JSON text of `v` as Jackson writes it: floating-point numbers as Java's
+/// `Double.toString` (`1.0E10`), everything else as `serde_json` (same escaping as Jackson).
+fn json_text(v: &Value) -> String {
+    let mut out = String::new();
+    write_json_text(v, &mut out);
+    out
+}
+
+fn write_json_text(v: &Value, out: &mut String) {
+    match v {
+        Value::Number(n) => out.push_str(&number_text(n)),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_text(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            out.push('{');
+            for (i, (k, item)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_json_text(item, out);
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A JSON number as Java prints it: integers as they are, doubles as `Double.toString`.
+fn number_text(n: &serde_json::Number) -> String {
+    match (n.is_f64(), n.as_f64()) {
+        (true, Some(f)) => java_double(f),
+        _ => n.to_string(),
     }
 }
 
@@ -1456,6 +1585,40 @@ fn java_replacement(rep: &str, groups: usize) -> std::result::Result<String, Str
         }
     }
     Ok(out)
+}
+
+/// UTF-16 code units `start..end` of `s` (Java's `substring`), clamped to its length.
+fn utf16_slice(s: &str, start: usize, end: Option<usize>) -> String {
+    if s.is_ascii() {
+        let end = end.unwrap_or(s.len()).min(s.len());
+        return s.get(start.min(end)..end).unwrap_or_default().to_string();
+    }
+    let units: Vec<u16> = s.encode_utf16().collect();
+    let end = end.unwrap_or(units.len()).min(units.len());
+    String::from_utf16_lossy(&units[start.min(end)..end])
+}
+
+/// Druid's `StringUtils.lpad`/`rpad`: `base` padded with repetitions of `pad` to `len` UTF-16
+/// code units, or truncated to `len`; an empty pad adds nothing.
+fn druid_pad(base: &str, len: usize, pad: &str, left: bool) -> String {
+    let base: Vec<u16> = base.encode_utf16().collect();
+    let pad: Vec<u16> = pad.encode_utf16().collect();
+    let fill = len.saturating_sub(base.len());
+    let padding: Vec<u16> = if pad.is_empty() {
+        Vec::new()
+    } else {
+        pad.iter().copied().cycle().take(fill).collect()
+    };
+    let kept = base.len().min(len);
+    let mut data: Vec<u16> = Vec::with_capacity(len);
+    if left {
+        data.extend(&padding);
+        data.extend(&base[..kept]);
+    } else {
+        data.extend(&base[..kept]);
+        data.extend(&padding);
+    }
+    String::from_utf16_lossy(&data)
 }
 
 /// Java's `Long.parseLong(s, radix)`, with Druid's `0x` prefix allowance for radix 16.
@@ -1799,6 +1962,25 @@ fn json_paths(v: &Value, prefix: &mut String, out: &mut Vec<String>) {
     }
 }
 
+/// Druid's `StringUtils.nonStrictFormat`: the pattern itself when there are no arguments; when
+/// the pattern does not fit the arguments, the pattern followed by `; arg` for each argument.
+fn non_strict_format(pattern: &str, args: &[AnyVal<'_>]) -> String {
+    if args.is_empty() {
+        return pattern.to_string();
+    }
+    match java_format(pattern, args) {
+        Ok(s) => s,
+        Err(_) => {
+            let mut s = pattern.to_string();
+            for a in args {
+                s.push_str("; ");
+                s.push_str(&a.text().unwrap_or_else(|| "null".to_string()));
+            }
+            s
+        }
+    }
+}
+
 /// A parsed `%` conversion of [`java_format`].
 #[derive(Debug, Default)]
 struct Spec {
@@ -1984,7 +2166,17 @@ fn java_format(fmt: &str, args: &[AnyVal<'_>]) -> std::result::Result<String, St
                 };
                 signed(&spec, v.is_sign_negative(), t)
             }
-            ('e' | 'E' | 'g' | 'G' | 'a' | 'A' | 'h' | 'H' | 't' | 'T', _) => {
+            ('e' | 'E', AnyVal::Double(v)) => {
+                if !v.is_finite() {
+                    let t = java_fixed(v, 0);
+                    pad(&mut out, &t, &spec, false);
+                    continue;
+                }
+                let t = java_sci(v.abs(), spec.precision.unwrap_or(6));
+                let t = if conv == 'E' { t.to_uppercase() } else { t };
+                signed(&spec, v.is_sign_negative(), t)
+            }
+            ('g' | 'G' | 'a' | 'A' | 'h' | 'H' | 't' | 'T', _) => {
                 return Err(format!("conversion '{conv}' is not supported"));
             }
             _ => return Err(mismatch()),
@@ -1992,6 +2184,54 @@ fn java_format(fmt: &str, args: &[AnyVal<'_>]) -> std::result::Result<String, St
         pad(&mut out, &text, &spec, true);
     }
     Ok(out)
+}
+
+/// Java's `%.{prec}e` of a non-negative finite `v` (`1.234500e+01`), rounding half-up.
+fn java_sci(v: f64, prec: usize) -> String {
+    let prec = prec.min(400);
+    let sci = format!("{v:e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let mut exp: i64 = exp.parse().unwrap_or(0);
+    let mut ds: Vec<u8> = mant
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .map(|b| b - b'0')
+        .collect();
+    if v == 0.0 {
+        ds = vec![0];
+        exp = 0;
+    }
+    let keep = prec + 1;
+    let round_up = ds.get(keep).is_some_and(|d| *d >= 5);
+    ds.resize(keep, 0);
+    if round_up {
+        let mut i = keep;
+        loop {
+            if i == 0 {
+                ds.insert(0, 1);
+                ds.truncate(keep);
+                exp += 1;
+                break;
+            }
+            i -= 1;
+            if ds[i] == 9 {
+                ds[i] = 0;
+            } else {
+                ds[i] += 1;
+                break;
+            }
+        }
+    }
+    let mut s = String::with_capacity(prec + 8);
+    s.push(char::from(b'0' + ds[0]));
+    if prec > 0 {
+        s.push('.');
+        s.extend(ds[1..].iter().map(|d| char::from(b'0' + d)));
+    }
+    s.push('e');
+    s.push(if exp < 0 { '-' } else { '+' });
+    s.push_str(&format!("{:02}", exp.abs()));
+    s
 }
 
 /// Applies the sign flags to the magnitude text `digits`.
@@ -2211,20 +2451,21 @@ mod tests {
                 ),
                 ("STRING_FORMAT('%s', 1.0)", r#""1.0""#),
                 ("STRING_FORMAT('%S %.2s', 'abc', 'xyz')", r#""ABC xy""#),
-                ("STRING_FORMAT('no args')", r#""no args""#),
+                ("STRING_FORMAT('no args %d')", r#""no args %d""#),
+                ("STRING_FORMAT('%d', 1.5)", r#""%d; 1.5""#),
+                ("STRING_FORMAT('%s %s', 'a')", r#""%s %s; a""#),
+                (
+                    "STRING_FORMAT('%e|%.2E', 12.345, 0.000123456)",
+                    r#""1.234500e+01|1.23E-04""#,
+                ),
+                ("STRING_FORMAT('%.1e', 9.96)", r#""1.0e+01""#),
                 ("STRING_FORMAT(NULL, 1)", "null"),
             ],
         )
         .await;
-        assert!(
-            fails(&ctx, "SELECT STRING_FORMAT('%d', 1.5)")
-                .await
-                .contains("cannot format")
-        );
-        assert!(
-            fails(&ctx, "SELECT STRING_FORMAT('%s %s', 'a')")
-                .await
-                .contains("no argument")
+        assert_eq!(
+            col(&ctx, "SELECT STRING_FORMAT('%s=%d', s, i) FROM t").await,
+            [r#""Hello=10""#, r#""null=null""#, r#""a.b=-7""#]
         );
     }
 
@@ -2332,17 +2573,7 @@ mod tests {
         check(
             &ctx,
             &[
-                ("LPAD('abc', 5, 'x')", r#""xxabc""#),
-                ("LPAD('abc', 2, 'x')", r#""ab""#),
-                ("RPAD('abc', 6, 'xy')", r#""abcxyx""#),
-                ("RPAD('abc', 2, 'x')", r#""ab""#),
-                ("LPAD('abc', 5, '')", r#""abc""#),
-                ("LPAD(NULL, 5, 'x')", "null"),
-                ("LPAD('abc', 5, NULL)", "null"),
-                ("LEFT('hello', 2)", r#""he""#),
-                ("RIGHT('hello', 2)", r#""lo""#),
                 ("REPLACE('aXbXc', 'X', 'yy')", r#""ayybyyc""#),
-                ("REPEAT('ab', 3)", r#""ababab""#),
                 ("REVERSE('abc')", r#""cba""#),
                 ("STRPOS('hello', 'l')", "3"),
                 ("STRPOS('hello', 'z')", "0"),
@@ -2376,6 +2607,52 @@ mod tests {
             ],
         )
         .await;
+    }
+
+    /// Replaced built-ins whose edge cases differ in DataFusion.
+    #[tokio::test]
+    async fn pad_left_right_repeat() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("LPAD('abc', 5, 'x')", r#""xxabc""#),
+                ("LPAD('abc', 2, 'x')", r#""ab""#),
+                ("LPAD('abc', 5)", r#""  abc""#),
+                ("RPAD('abc', 6, 'xy')", r#""abcxyx""#),
+                ("RPAD('abc', 2, 'x')", r#""ab""#),
+                ("LPAD('abc', 5, '')", r#""abc""#),
+                ("RPAD('abcdef', 4, '')", r#""abcd""#),
+                ("LPAD('abc', 0, 'x')", "null"),
+                ("RPAD('abc', -1, 'x')", "null"),
+                ("LPAD(NULL, 5, 'x')", "null"),
+                ("LPAD('abc', 5, NULL)", "null"),
+                ("LEFT('hello', 2)", r#""he""#),
+                ("LEFT('hello', 9)", r#""hello""#),
+                ("LEFT('hello', 0)", "\"\""),
+                ("RIGHT('hello', 2)", r#""lo""#),
+                ("RIGHT('hello', 9)", r#""hello""#),
+                ("LEFT(NULL, 2)", "null"),
+                ("REPEAT('ab', 3)", r#""ababab""#),
+                ("REPEAT('ab', 0)", "null"),
+                ("REPEAT(NULL, 2)", "null"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            col(&ctx, "SELECT RPAD(s, 7, '.') FROM t").await,
+            [r#""Hello..""#, "null", r#""a.b....""#]
+        );
+        assert!(
+            plan_fails(&ctx, "SELECT LEFT(s, -1) FROM t")
+                .await
+                .contains("positive integer")
+        );
+        assert!(
+            fails(&ctx, "SELECT RIGHT(s, i - 20) FROM t")
+                .await
+                .contains("positive integer")
+        );
     }
 
     #[tokio::test]
@@ -2413,6 +2690,7 @@ mod tests {
                 ("SAFE_DIVIDE(7, 0)", "null"),
                 ("SAFE_DIVIDE(7.0, 2)", "3.5"),
                 ("SAFE_DIVIDE(7.0, 0.0)", "null"),
+                ("SAFE_DIVIDE(0.0, 0.0)", "0.0"),
             ],
         )
         .await;
@@ -2569,6 +2847,9 @@ mod tests {
                 ("TRY_PARSE_JSON('{bad')", "null"),
                 ("TO_JSON_STRING('abc')", r#""\"abc\"""#),
                 ("TO_JSON_STRING(12)", r#""12""#),
+                ("TO_JSON_STRING(1e10)", r#""1.0E10""#),
+                ("PARSE_JSON('[1e10, 2.50, 3]')", r#""[1.0E10,2.5,3]""#),
+                ("JSON_VALUE('{\"a\":1e-5}', '$.a')", r#""1.0E-5""#),
                 (
                     "TO_JSON_STRING(PARSE_JSON('{\"a\" : 1}'))",
                     r#""{\"a\":1}""#,
