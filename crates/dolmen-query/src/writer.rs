@@ -1893,4 +1893,76 @@ mod tests {
         assert_eq!(plain.native_type, "ARRAY<STRING>");
         assert!(!plain.multi_value);
     }
+
+    #[test]
+    fn json_fields_render_as_complex_json() {
+        use crate::functions::scalar::json_field;
+        let json = StringArray::from(vec![Some(r#"{"a":[1,"x"]}"#), None, Some("3")]);
+        let plain = json.clone();
+        let mut items =
+            ListBuilder::new(StringBuilder::new()).with_field(Arc::new(json_field("item")));
+        items.values().append_value(r#"{"b":1}"#);
+        items.values().append_value("2");
+        items.append(true);
+        items.append(false);
+        items.append(true);
+        let items = items.finish();
+        let schema = Schema::new(vec![
+            json_field("j"),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("l", items.data_type().clone(), true),
+        ]);
+        let batch = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![Arc::new(json), Arc::new(plain), Arc::new(items)],
+        )
+        .unwrap();
+        let infos = column_infos(&batch.schema());
+        let types: Vec<(&str, &str)> = infos
+            .iter()
+            .map(|c| (c.native_type.as_str(), c.sql_type.as_str()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("COMPLEX<json>", "OTHER"),
+                ("STRING", "VARCHAR"),
+                ("ARRAY<COMPLEX<json>>", "ARRAY")
+            ]
+        );
+        let render = |format: ResultFormat, stringify: bool| {
+            let mut w = ResultWriter::new(format, infos.clone(), false, false, false, Zone::Utc)
+                .with_stringify_arrays(stringify);
+            String::from_utf8(render_all(&mut w, std::slice::from_ref(&batch)).unwrap()).unwrap()
+        };
+        assert_eq!(
+            render(ResultFormat::Array, false),
+            concat!(
+                r#"[[{"a":[1,"x"]},"{\"a\":[1,\"x\"]}",[{"b":1},2]],"#,
+                r#"[null,null,null],"#,
+                r#"[3,"3",[]]]"#,
+                "\n"
+            )
+        );
+        assert_eq!(
+            render(ResultFormat::ObjectLines, true),
+            concat!(
+                r#"{"j":{"a":[1,"x"]},"s":"{\"a\":[1,\"x\"]}","l":"[{\"b\":1},2]"}"#,
+                "\n",
+                r#"{"j":null,"s":null,"l":null}"#,
+                "\n",
+                r#"{"j":3,"s":"3","l":"[]"}"#,
+                "\n\n"
+            )
+        );
+        assert_eq!(
+            render(ResultFormat::Csv, true),
+            concat!(
+                "\"{\"\"a\"\":[1,\"\"x\"\"]}\",\"{\"\"a\"\":[1,\"\"x\"\"]}\",\"[{\"\"b\"\":1},2]\"\n",
+                ",,\n",
+                "3,3,[]\n",
+                "\n"
+            )
+        );
+    }
 }

@@ -7,7 +7,7 @@
 //! | `TEXTCAT(a, b)` | VARCHAR: `CONCAT(a, b)` |
 //! | `STRING_FORMAT(pattern, args..)` | VARCHAR: Druid's `nonStrictFormat`: Java `String.format` (`%s %S %d %x %X %o %f %e %E %b %c %n %%`, flags `-+ 0,(#`, width, precision, `%1$s`, `%<s`); the pattern as is without arguments; `pattern; arg; ..` when the arguments do not fit |
 //! | `LENGTH`, `CHAR_LENGTH`, `CHARACTER_LENGTH`, `STRLEN(expr)` | BIGINT: length in UTF-16 code units (replaces DataFusion's character count) |
-//! | `PARSE_LONG(str[, radix])` | BIGINT, null when unparseable; radix 2..36 (default 10), `0x` prefix allowed with radix 16 |
+//! | `PARSE_LONG(str[, radix])` | BIGINT: Java's `Long.parseLong`, null when unparseable or the radix is not in 2..36 (default 10); `0x` prefix allowed with radix 16 |
 //! | `CONTAINS_STRING(expr, str)` / `ICONTAINS_STRING(expr, str)` | BOOLEAN: substring test, case-sensitive / case-insensitive; false for a null `expr` |
 //! | `REGEXP_LIKE(expr, pattern)` | BOOLEAN: the pattern matches anywhere; false for a null `expr` (replaces DataFusion's, which returns null) |
 //! | `REGEXP_EXTRACT(expr, pattern[, index])` | VARCHAR: group `index` (default 0: whole match) of the first match, null when no match |
@@ -420,13 +420,6 @@ impl DruidScalarUdf {
         let lit_str = |i: usize| lits.get(i).copied().flatten().and_then(scalar_str);
         let lit_int = |i: usize| lits.get(i).copied().flatten().and_then(scalar_i64);
         match self.func {
-            ParseLong => {
-                if let Some(r) = lit_int(1)
-                    && !(2..=36).contains(&r)
-                {
-                    return plan_err!("{f}: radix [{r}] must be between 2 and 36");
-                }
-            }
             RegexpExtract | RegexpReplace | RegexpLike => {
                 if let Some(p) = lit_str(1) {
                     let re = compile_regex(&f, p).map_err(to_plan)?;
@@ -1191,9 +1184,16 @@ impl Call<'_> {
                 Arc::new(out)
             }
             Ipv4Stringify => {
+                // A valid dotted string is returned as it is.
+                let text = self.args[0].as_string_opt::<i32>();
                 let out: StringArray = ipv4_values(&self.args[0])
                     .into_iter()
-                    .map(|v| v.map(|v| std::net::Ipv4Addr::from(v).to_string()))
+                    .enumerate()
+                    .map(|(r, v)| match (v, text) {
+                        (Some(_), Some(t)) => Some(t.value(r).to_string()),
+                        (Some(v), None) => Some(std::net::Ipv4Addr::from(v).to_string()),
+                        (None, _) => None,
+                    })
                     .collect();
                 Arc::new(out)
             }
@@ -2493,10 +2493,11 @@ mod tests {
             ],
         )
         .await;
-        assert!(
-            plan_fails(&ctx, "SELECT PARSE_LONG('1', 40)")
-                .await
-                .contains("radix")
+        // As Java's Long.parseLong: an invalid radix is a failed parse.
+        assert_eq!(one(&ctx, "SELECT PARSE_LONG('1', 40)").await, "null");
+        assert_eq!(
+            col(&ctx, "SELECT PARSE_LONG(CAST(i AS VARCHAR), 16) FROM t").await,
+            ["16", "null", "-7"]
         );
         assert_eq!(
             col(
