@@ -3,7 +3,7 @@
 //!
 //! | Function | Result |
 //! |---|---|
-//! | `CONCAT(expr, ..)` | VARCHAR; null when any argument is null (replaces DataFusion's, which skips nulls) |
+//! | `CONCAT(expr, ..)` | VARCHAR; null when any argument is null (replaces DataFusion's, which skips nulls); numbers as Java prints them (`1.0`), TIMESTAMPs as epoch milliseconds |
 //! | `TEXTCAT(a, b)` | VARCHAR: `CONCAT(a, b)` |
 //! | `STRING_FORMAT(pattern, args..)` | VARCHAR: Druid's `nonStrictFormat`: Java `String.format` (`%s %S %d %x %X %o %f %e %E %b %c %n %%`, flags `-+ 0,(#`, width, precision, `%1$s`, `%<s`); the pattern as is without arguments; `pattern; arg; ..` when the arguments do not fit |
 //! | `LENGTH`, `CHAR_LENGTH`, `CHARACTER_LENGTH`, `STRLEN(expr)` | BIGINT: length in UTF-16 code units (replaces DataFusion's character count) |
@@ -68,7 +68,7 @@ use arrow::array::{
     Array, ArrayRef, AsArray, BooleanBuilder, Float64Array, Float64Builder, Int64Array,
     Int64Builder, ListBuilder, StringArray, StringBuilder,
 };
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use base64::Engine as _;
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::{
@@ -595,6 +595,10 @@ impl ScalarUDFImpl for DruidScalarUdf {
                     Kind::Any if int => DataType::Int64,
                     Kind::Any if is_float(dt) => DataType::Float64,
                     Kind::Any if *dt == DataType::Boolean => DataType::Boolean,
+                    // Druid TIMESTAMPs are epoch milliseconds (LONG) in expressions.
+                    Kind::Any if matches!(dt, DataType::Timestamp(TimeUnit::Millisecond, _)) => {
+                        DataType::Int64
+                    }
                     Kind::Any => DataType::Utf8,
                     Kind::Ip if int => DataType::Int64,
                     Kind::Ip => DataType::Utf8,
@@ -2399,6 +2403,10 @@ mod tests {
                 ("CONCAT('a', NULL, 'b')", "null"),
                 ("CONCAT('x', 1, 2.5, TRUE)", r#""x12.5true""#),
                 ("CONCAT('x', CAST(1 AS DOUBLE))", r#""x1.0""#),
+                (
+                    "CONCAT('t', MILLIS_TO_TIMESTAMP(1442018818771))",
+                    r#""t1442018818771""#,
+                ),
                 ("TEXTCAT('a', 'b')", r#""ab""#),
                 ("TEXTCAT('a', NULL)", "null"),
                 ("STRLEN('héllo')", "5"),
@@ -2922,6 +2930,9 @@ mod tests {
             "SELECT PARSE_JSON(j) FROM t",
             "SELECT JSON_QUERY(j, '$.a') AS q FROM t",
             "SELECT x FROM (SELECT JSON_OBJECT('k', s) AS x FROM t)",
+            "SELECT p, COUNT(*) FROM (SELECT PARSE_JSON(j) AS p FROM t) GROUP BY p",
+            "SELECT PARSE_JSON(j) AS p FROM t ORDER BY s",
+            "SELECT PARSE_JSON(j) AS p FROM t UNION ALL SELECT PARSE_JSON('1')",
         ] {
             assert!(is_json_field(&result_field(&ctx, sql).await), "{sql}");
         }
@@ -2959,6 +2970,12 @@ mod tests {
             fails(&ctx, "SELECT JSON_OBJECT(1, 2)")
                 .await
                 .contains("field name must be a STRING")
+        );
+        // `JSON_VALUE(.. RETURNING type)` parses but DataFusion's planner rejects the clause.
+        assert!(
+            ctx.sql("SELECT JSON_VALUE(j, '$.d' RETURNING BIGINT) FROM t")
+                .await
+                .is_err()
         );
         // Nor does the `key: value` form.
         assert!(ctx.sql("SELECT JSON_OBJECT('a': 1)").await.is_err());
