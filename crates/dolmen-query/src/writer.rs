@@ -582,10 +582,18 @@ fn string_like(dt: &DataType) -> bool {
     )
 }
 
-/// Writes JSON text value `row` of string array `a` as is (`null` for null or empty text).
+/// Writes JSON text value `row` of string array `a` as is (`null` for null). Text that is not
+/// valid JSON (a plain string that reached a JSON column, e.g. through `UNION ALL`) is written as
+/// a JSON string, so the output stays valid JSON.
 fn write_raw_json(a: &dyn Array, row: usize, out: &mut Vec<u8>) {
     match string_value(a, row) {
-        Some(s) if !a.is_null(row) && !s.trim().is_empty() => out.extend_from_slice(s.as_bytes()),
+        Some(s) if !a.is_null(row) => {
+            if serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok() {
+                out.extend_from_slice(s.as_bytes());
+            } else {
+                write_json_string(out, s);
+            }
+        }
         _ => out.extend_from_slice(b"null"),
     }
 }
@@ -1898,6 +1906,25 @@ mod tests {
     fn json_fields_render_as_complex_json() {
         use crate::functions::scalar::json_field;
         let json = StringArray::from(vec![Some(r#"{"a":[1,"x"]}"#), None, Some("3")]);
+        // Not JSON: written as a string.
+        let not_json = StringArray::from(vec!["a b"]);
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![json_field("j")])),
+            vec![Arc::new(not_json)],
+        )
+        .unwrap();
+        let mut w = ResultWriter::new(
+            ResultFormat::Array,
+            column_infos(&batch.schema()),
+            false,
+            false,
+            false,
+            Zone::Utc,
+        );
+        assert_eq!(
+            String::from_utf8(render_all(&mut w, &[batch]).unwrap()).unwrap(),
+            "[[\"a b\"]]\n"
+        );
         let plain = json.clone();
         let mut items =
             ListBuilder::new(StringBuilder::new()).with_field(Arc::new(json_field("item")));
