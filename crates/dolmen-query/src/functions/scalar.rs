@@ -30,7 +30,7 @@
 //! | `IPV4_PARSE(addr)` | BIGINT: dotted string or in-range integer; null when not an IPv4 address |
 //! | `IPV4_STRINGIFY(addr)` | VARCHAR: dotted form of an integer or dotted string; null otherwise |
 //! | `IPV6_MATCH(addr, subnet)` | BOOLEAN: `addr` is in IPv6 CIDR `subnet`; false for null or invalid addresses |
-//! | `PARSE_JSON(expr)` / `TRY_PARSE_JSON(expr)` | `COMPLEX<json>`; invalid JSON is an error / null |
+//! | `PARSE_JSON(expr)` / `TRY_PARSE_JSON(expr)` | `COMPLEX<json>`; invalid JSON or a non-VARCHAR argument is an error / null |
 //! | `TO_JSON_STRING(expr)` | VARCHAR: JSON text of `expr` (a VARCHAR becomes a JSON string) |
 //! | `JSON_VALUE(expr, path)` | VARCHAR: the primitive at `path`; null for missing values, objects and arrays |
 //! | `JSON_QUERY(expr, path)` | `COMPLEX<json>`: the value at `path` |
@@ -51,11 +51,15 @@
 //! [`Field`] carries the metadata [`COMPLEX_METADATA_KEY`] = [`JSON_COMPLEX_TYPE`] (see
 //! [`json_field`]); arrays of them (`JSON_QUERY_ARRAY`) are `List<Utf8>` whose item field
 //! carries that metadata. The JSON functions accept such values and plain VARCHAR JSON text alike
-//! (parsing it); only `TO_JSON_STRING` and `JSON_OBJECT` tell them apart (a VARCHAR there is a
-//! string value). The result writers ([`crate::writer`]) render these fields as raw JSON in the
+//! (parsing it; a Dolmen choice: Druid's `JSON_VALUE`/`JSON_QUERY` on a VARCHAR find nothing);
+//! only `TO_JSON_STRING` and `JSON_OBJECT` tell them apart (a VARCHAR there is a string value).
+//! The marker survives projections, `GROUP BY`, `ORDER BY` and `UNION ALL`, but DataFusion's
+//! `COALESCE`/`CASE` drop it (their results are then plain VARCHAR). The result writers ([`crate::writer`]) render these fields as raw JSON in the
 //! JSON result formats and report them as `COMPLEX<json>` / `OTHER`. JSONPaths support `$`,
 //! `.name`, `['name']` and `[index]` (negative indexes count from the end); literal paths,
-//! regular expressions, radixes, precisions and subnets are validated when the query is planned.
+//! regular expressions, precisions and subnets are validated when the query is planned. A JSON
+//! `null` (parsed, or found at a path) is SQL NULL, as in Druid where it is a null Java object.
+//! Numbers are written as Jackson writes them (doubles as Java's `Double.toString`, `1.0E10`).
 //!
 //! Regular expressions use Rust's `regex` syntax, which is Java's without backreferences and
 //! lookaround. Not implemented: `LOOKUP` (no lookups exist), `BLOOM_FILTER_TEST` (no bloom
@@ -1211,6 +1215,8 @@ impl Call<'_> {
                 for v in s.iter() {
                     match v.map(serde_json::from_str::<Value>) {
                         None => out.append_null(),
+                        // JSON null is SQL null, as Druid (a null Java object).
+                        Some(Ok(Value::Null)) => out.append_null(),
                         Some(Ok(j)) => out.append_value(json_text(&j)),
                         Some(Err(_)) if func == TryParseJson => out.append_null(),
                         Some(Err(e)) => {
@@ -1247,7 +1253,8 @@ impl Call<'_> {
                             let doc: Value = serde_json::from_str(text).map_err(|e| {
                                 exec_error(format!("{f}: cannot parse [{text}] as JSON: {e}"))
                             })?;
-                            json_find(&doc, &path).cloned()
+                            // A JSON null at the path is SQL null, as Druid (a null Java object).
+                            json_find(&doc, &path).filter(|v| !v.is_null()).cloned()
                         }
                     });
                 }
@@ -2876,6 +2883,9 @@ mod tests {
                     r#""{\"b\":[7,8]}""#,
                 ),
                 ("JSON_QUERY('{\"a\":1}', '$.b')", "null"),
+                ("JSON_QUERY('{\"a\":null}', '$.a')", "null"),
+                ("JSON_QUERY_ARRAY('{\"a\":null}', '$.a')", "null"),
+                ("PARSE_JSON('null')", "null"),
                 (
                     "JSON_QUERY_ARRAY('{\"a\":[{\"x\":1},2]}', '$.a')",
                     r#"[{"x":1},2]"#,
