@@ -948,6 +948,9 @@ impl Call<'_> {
                     match func {
                         // Druid: a count below 1 is null.
                         Repeat if y < 1 => out.append_null(),
+                        Repeat if x.len().saturating_mul(y as usize) > MAX_RESULT_BYTES => {
+                            return exec_err!("{f}: result of {y} repetitions is too large");
+                        }
                         Repeat => out.append_value(x.repeat(y as usize)),
                         Left => out.append_value(utf16_slice(x, 0, Some(y as usize))),
                         _ => {
@@ -977,6 +980,9 @@ impl Call<'_> {
                     };
                     // Druid: a length of 0 or less is null.
                     match usize::try_from(len as i32) {
+                        Ok(len) if len > MAX_RESULT_BYTES / 2 => {
+                            return exec_err!("{f}: length [{len}] is too large");
+                        }
                         Ok(len) if len > 0 => {
                             out.append_value(druid_pad(s.value(r), len, pad, func == Lpad))
                         }
@@ -1598,6 +1604,11 @@ fn java_replacement(rep: &str, groups: usize) -> std::result::Result<String, Str
     Ok(out)
 }
 
+/// The largest string (in bytes) `REPEAT`, `LPAD`/`RPAD` and `STRING_FORMAT` build; larger
+/// results are errors rather than attempts to allocate gigabytes (Druid would fail with an
+/// out-of-memory error).
+const MAX_RESULT_BYTES: usize = 1 << 28;
+
 /// UTF-16 code units `start..end` of `s` (Java's `substring`), clamped to its length.
 fn utf16_slice(s: &str, start: usize, end: Option<usize>) -> String {
     if s.is_ascii() {
@@ -1706,9 +1717,11 @@ fn java_fixed(v: f64, prec: usize) -> String {
     if v.is_infinite() {
         return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
     }
-    let mut ds = half_up_digits(v, prec.min(400) as i64);
-    while ds.len() <= prec {
-        ds.insert(0, 0);
+    let prec = prec.min(10_000);
+    let mut ds = half_up_digits(v, prec as i64);
+    if ds.len() <= prec {
+        let missing = prec + 1 - ds.len();
+        ds.splice(0..0, std::iter::repeat_n(0, missing));
     }
     let int_len = ds.len() - prec;
     let mut s = String::with_capacity(ds.len() + 2);
@@ -1761,10 +1774,12 @@ fn round_double(x: f64, digits: i64) -> f64 {
     if digits > 400 {
         return x;
     }
-    let ds: String = half_up_digits(x, digits.max(-400))
-        .iter()
-        .map(|d| char::from(b'0' + d))
-        .collect();
+    let ds = half_up_digits(x, digits.max(-400));
+    if ds.iter().all(|d| *d == 0) {
+        // BigDecimal has no negative zero.
+        return 0.0;
+    }
+    let ds: String = ds.iter().map(|d| char::from(b'0' + d)).collect();
     let sign = if x.is_sign_negative() { "-" } else { "" };
     format!("{sign}{ds}e{}", -digits.max(-400))
         .parse()
@@ -2067,12 +2082,16 @@ fn java_format(fmt: &str, args: &[AnyVal<'_>]) -> std::result::Result<String, St
         if !w.is_empty() {
             spec.width = w
                 .parse()
-                .map_err(|_| format!("invalid width in format [{fmt}]"))?;
+                .ok()
+                .filter(|w| *w <= MAX_RESULT_BYTES / 4)
+                .ok_or_else(|| format!("invalid width in format [{fmt}]"))?;
         }
         if let Some(p) = p {
             spec.precision = Some(
                 p.parse()
-                    .map_err(|_| format!("invalid precision in format [{fmt}]"))?,
+                    .ok()
+                    .filter(|p| *p <= 10_000)
+                    .ok_or_else(|| format!("invalid precision in format [{fmt}]"))?,
             );
         }
         if conv == '%' {
@@ -2669,6 +2688,21 @@ mod tests {
                 .await
                 .contains("positive integer")
         );
+        // Absurd sizes are errors, not allocations.
+        assert!(
+            fails(&ctx, "SELECT LPAD(s, 2000000000, 'x') FROM t")
+                .await
+                .contains("too large")
+        );
+        assert!(
+            fails(&ctx, "SELECT REPEAT(s, 2000000000) FROM t")
+                .await
+                .contains("too large")
+        );
+        assert_eq!(
+            one(&ctx, "SELECT STRING_FORMAT('%999999999999d', 1)").await,
+            r#""%999999999999d; 1""#
+        );
     }
 
     #[tokio::test]
@@ -2695,6 +2729,8 @@ mod tests {
                 ("ROUND(1234.5, -2)", "1200.0"),
                 ("ROUND(14)", "14"),
                 ("ROUND(CAST('NaN' AS DOUBLE))", "0.0"),
+                ("ROUND(-0.4)", "0.0"),
+                ("ROUND(-0.45, 1)", "-0.5"),
                 ("MOD(7, 3)", "1"),
                 ("MOD(-7, 3)", "-1"),
                 ("MOD(7.5, 2)", "1.5"),
@@ -3074,6 +3110,9 @@ mod tests {
             }
             let _ = java_fixed(v, 3);
         }
+        assert!(java_format("%999999999999d", &[AnyVal::Long(1)]).is_err());
+        assert!(java_format("%.99999999f", &[AnyVal::Double(1.0)]).is_err());
+        assert_eq!(java_fixed(1.5, 10_000).len(), 10_002);
         for v in [i64::MIN, i64::MAX, 0, -1] {
             for d in [i64::MIN, -40, -19, -18, -1, 0, 5, i64::MAX] {
                 let _ = round_long(v, d);
