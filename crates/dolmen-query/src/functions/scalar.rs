@@ -632,6 +632,7 @@ impl ScalarUDFImpl for DruidScalarUdf {
             json_args: &json_args,
             n,
             ret: args.return_field.data_type().clone(),
+            func: self.func,
         };
         let out = call.eval(self.func)?;
         if all_scalar {
@@ -655,6 +656,7 @@ struct Call<'a> {
     json_args: &'a [bool],
     n: usize,
     ret: DataType,
+    func: ScalarFunction,
 }
 
 /// A numeric argument.
@@ -1392,7 +1394,8 @@ impl Call<'_> {
     /// string, except for `JSON_MERGE`, which parses VARCHAR JSON text too.
     fn json_arg(&self, i: usize, r: usize) -> Result<Option<Value>> {
         let v = any_at(&self.args[i], r);
-        let parse = self.json_args.get(i).copied().unwrap_or(false) || self.f == "JSON_MERGE";
+        let parse = self.json_args.get(i).copied().unwrap_or(false)
+            || self.func == ScalarFunction::JsonMerge;
         Ok(match v {
             AnyVal::Null => None,
             AnyVal::Str(s) if parse => {
@@ -2454,6 +2457,35 @@ mod tests {
             &DataType::Int64
         );
         plan_fails(&ctx, "SELECT TEXTCAT('a')").await;
+    }
+
+    /// String views and large strings (as scans may produce) are accepted everywhere.
+    #[tokio::test]
+    async fn string_views() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("CONCAT(arrow_cast('a', 'Utf8View'), 'b')", r#""ab""#),
+                ("STRLEN(arrow_cast('abc', 'LargeUtf8'))", "3"),
+                ("LPAD(arrow_cast('a', 'Utf8View'), 3, 'x')", r#""xxa""#),
+                (
+                    "JSON_VALUE(arrow_cast('{\"a\":1}', 'Utf8View'), '$.a')",
+                    r#""1""#,
+                ),
+                ("TO_JSON_STRING(arrow_cast('x', 'Utf8View'))", r#""\"x\"""#),
+                (
+                    "REGEXP_EXTRACT(arrow_cast('a1', 'LargeUtf8'), '[0-9]')",
+                    r#""1""#,
+                ),
+                ("IPV4_PARSE(arrow_cast('1.2.3.4', 'Utf8View'))", "16909060"),
+                (
+                    "IPV4_STRINGIFY(arrow_cast('1.2.3.4', 'Utf8View'))",
+                    r#""1.2.3.4""#,
+                ),
+            ],
+        )
+        .await;
     }
 
     #[tokio::test]
