@@ -46,6 +46,10 @@
 //! `CEIL`, `FLOOR`, `POWER`, `SQRT`, `EXP`, the `||` operator (null when either side is null).
 //! `STRPOS`/`POSITION` count characters where Druid counts UTF-16 code units (the same outside
 //! the astral planes); `POSITION(.. IN .. FROM n)` does not get through the SQL parser.
+//! `SUBSTRING` is planned by DataFusion's `UnicodeFunctionPlanner` straight to its own `substr`,
+//! so it is not replaced here (a registered `substr` would only change `SUBSTR(..)` calls):
+//! it differs from Druid past the end of the string (`''` where Druid gives null) and for an
+//! index below 1 (Postgres semantics where Druid fails).
 //!
 //! JSON values (Druid's `COMPLEX<json>`) are Arrow `Utf8` columns holding compact JSON text whose
 //! [`Field`] carries the metadata [`COMPLEX_METADATA_KEY`] = [`JSON_COMPLEX_TYPE`] (see
