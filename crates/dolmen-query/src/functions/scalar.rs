@@ -60,7 +60,8 @@
 //! The marker survives projections, `GROUP BY`, `ORDER BY` and `UNION ALL`, but DataFusion's
 //! `COALESCE`/`CASE` drop it (their results are then plain VARCHAR). The result writers ([`crate::writer`]) render these fields as raw JSON in the
 //! JSON result formats and report them as `COMPLEX<json>` / `OTHER`. JSONPaths support `$`,
-//! `.name`, `['name']` and `[index]` (negative indexes count from the end); literal paths,
+//! `.name`, `['name']` and `[index]` (negative indexes count from the end) and may differ per
+//! row; literal paths,
 //! regular expressions, precisions and subnets are validated when the query is planned. A JSON
 //! `null` (parsed, or found at a path) is SQL NULL, as in Druid where it is a null Java object.
 //! Numbers are written as Jackson writes them (doubles as Java's `Double.toString`, `1.0E10`).
@@ -635,7 +636,6 @@ impl ScalarUDFImpl for DruidScalarUdf {
             args: &arrays,
             json_args: &json_args,
             n,
-            ret: args.return_field.data_type().clone(),
             func: self.func,
         };
         let out = call.eval(self.func)?;
@@ -659,7 +659,6 @@ struct Call<'a> {
     args: &'a [ArrayRef],
     json_args: &'a [bool],
     n: usize,
-    ret: DataType,
     func: ScalarFunction,
 }
 
@@ -1253,12 +1252,25 @@ impl Call<'_> {
             }
             JsonValue | JsonQuery | JsonQueryArray | JsonKeys => {
                 let s = self.strs(0)?;
-                let Some(path) = self.const_str(1)? else {
-                    return Ok(arrow::array::new_null_array(&self.ret, n));
-                };
-                let path = parse_json_path(path).map_err(|e| exec_error(format!("{f}: {e}")))?;
+                let paths = self.strs(1)?;
+                // Paths may differ per row (Druid's dynamic JSON expressions); parse each once.
+                let mut cache: Option<(String, Vec<PathPart>)> = None;
                 let mut values = Vec::with_capacity(n);
-                for v in s.iter() {
+                for (r, v) in s.iter().enumerate() {
+                    if paths.is_null(r) {
+                        values.push(None);
+                        continue;
+                    }
+                    let p = paths.value(r);
+                    if cache.as_ref().is_none_or(|(src, _)| src != p) {
+                        let parsed =
+                            parse_json_path(p).map_err(|e| exec_error(format!("{f}: {e}")))?;
+                        cache = Some((p.to_string(), parsed));
+                    }
+                    let path = cache
+                        .as_ref()
+                        .map(|(_, parts)| parts.as_slice())
+                        .unwrap_or(&[]);
                     values.push(match v {
                         None => None,
                         Some(text) => {
@@ -1266,7 +1278,7 @@ impl Call<'_> {
                                 exec_error(format!("{f}: cannot parse [{text}] as JSON: {e}"))
                             })?;
                             // A JSON null at the path is SQL null, as Druid (a null Java object).
-                            json_find(&doc, &path).filter(|v| !v.is_null()).cloned()
+                            json_find(&doc, path).filter(|v| !v.is_null()).cloned()
                         }
                     });
                 }
@@ -3009,6 +3021,15 @@ mod tests {
         assert_eq!(
             col(&ctx, "SELECT JSON_VALUE(j, '$[0]') FROM t").await,
             ["null", "null", r#""1""#]
+        );
+        // A path per row.
+        assert_eq!(
+            col(
+                &ctx,
+                "SELECT JSON_VALUE(j, CASE WHEN i > 0 THEN '$.d' ELSE '$[1]' END) FROM t"
+            )
+            .await,
+            [r#""true""#, "null", r#""2""#]
         );
         // JSON results carry the COMPLEX<json> marker, also through aliases and subqueries.
         for sql in [
