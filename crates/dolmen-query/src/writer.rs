@@ -28,6 +28,9 @@
 //!   row is null, and a row with several values is the JSON text of the string list, a JSON
 //!   string (`"[\"a\",\"b\"]"`) whatever `sqlStringifyArrays` says; CSV gets the same text.
 //! - Structs and maps (`COMPLEX<json>`): JSON objects. Binary: base64 strings.
+//! - JSON values (a string field marked as `COMPLEX<json>`, see
+//!   [`crate::functions::scalar::json_field`]): the JSON value itself (not a JSON string) in the
+//!   JSON formats and its JSON text in CSV; arrays of them (`ARRAY<COMPLEX<json>>`) likewise.
 //! - Strings are escaped as Jackson does (`\"`, `\\`, `\n`, `\t`, `\r`, `\b`, `\f`, other control
 //!   characters as `\u00XX`; non-ASCII is written as UTF-8).
 //! - CSV (opencsv `CSVWriter`, default settings): a null is an empty field; a field containing
@@ -164,8 +167,9 @@ impl ColumnInfo {
     /// The column info for `field`: a list field carrying
     /// [`dolmen_segment::MULTI_VALUE_METADATA_KEY`] is a multi-value `STRING`/`VARCHAR`
     /// column; a binary field carrying [`dolmen_segment::DRUID_TYPE_METADATA_KEY`] has that
-    /// `COMPLEX<...>` native type (SQL type `OTHER`); anything else as
-    /// [`ColumnInfo::from_arrow`].
+    /// `COMPLEX<...>` native type (SQL type `OTHER`); a string field marked as JSON
+    /// ([`crate::functions::scalar::is_json_field`]) is `COMPLEX<json>`/`OTHER`; a list of such
+    /// is `ARRAY<COMPLEX<json>>`/`ARRAY`; anything else as [`ColumnInfo::from_arrow`].
     pub fn from_field(field: &Field) -> ColumnInfo {
         if let Some(native) = field
             .metadata()
@@ -183,6 +187,19 @@ impl ColumnInfo {
                 multi_value: false,
             };
         }
+        if let Some(native) = json_native_type(field) {
+            return ColumnInfo {
+                name: field.name().to_string(),
+                native_type: native.to_string(),
+                sql_type: if native == JSON_NATIVE_TYPE {
+                    "OTHER"
+                } else {
+                    "ARRAY"
+                }
+                .to_string(),
+                multi_value: false,
+            };
+        }
         let marked = field
             .metadata()
             .get(dolmen_segment::MULTI_VALUE_METADATA_KEY)
@@ -197,6 +214,37 @@ impl ColumnInfo {
         } else {
             ColumnInfo::from_arrow(field.name(), field.data_type())
         }
+    }
+}
+
+const JSON_NATIVE_TYPE: &str = "COMPLEX<json>";
+
+/// `COMPLEX<json>` for a string field marked as JSON, `ARRAY<COMPLEX<json>>` for a list of
+/// them, else `None`.
+fn json_native_type(field: &Field) -> Option<&'static str> {
+    use crate::functions::scalar::is_json_field;
+    match field.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View if is_json_field(field) => {
+            Some(JSON_NATIVE_TYPE)
+        }
+        DataType::List(f) | DataType::LargeList(f)
+            if json_native_type(f) == Some(JSON_NATIVE_TYPE) =>
+        {
+            Some("ARRAY<COMPLEX<json>>")
+        }
+        _ => None,
+    }
+}
+
+/// Whether the values of list-like type `dt` are JSON text (their field is marked as JSON).
+fn is_json_list(dt: &DataType) -> bool {
+    match dt {
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f) => json_native_type(f) == Some(JSON_NATIVE_TYPE),
+        _ => false,
     }
 }
 
@@ -452,6 +500,13 @@ impl ResultWriter {
             .collect::<Result<_, _>>()?;
         let cols: Vec<Col<'_>> = normalized.iter().map(|a| Col::new(a.as_ref())).collect();
         let multi: Vec<bool> = self.columns.iter().map(|c| c.multi_value).collect();
+        // JSON text columns: written as raw JSON (JSON formats) or as text (CSV).
+        let raw_json: Vec<bool> = self
+            .columns
+            .iter()
+            .zip(&normalized)
+            .map(|(c, a)| c.native_type == JSON_NATIVE_TYPE && string_like(a.data_type()))
+            .collect();
         let ctx = RenderCtx {
             tz: self.tz,
             stringify_arrays: self.stringify_arrays,
@@ -469,7 +524,9 @@ impl ResultWriter {
                                 out.push(b',');
                             }
                             out.extend_from_slice(&self.keys[i]);
-                            if multi[i] {
+                            if raw_json[i] {
+                                write_raw_json(normalized[i].as_ref(), row, out);
+                            } else if multi[i] {
                                 write_multi_value(normalized[i].as_ref(), row, true, out)?;
                             } else {
                                 col.write_json(row, &ctx, out, &mut scratch, &mut text)?;
@@ -484,7 +541,9 @@ impl ResultWriter {
                             if i > 0 {
                                 out.push(b',');
                             }
-                            if multi[i] {
+                            if raw_json[i] {
+                                write_raw_json(normalized[i].as_ref(), row, out);
+                            } else if multi[i] {
                                 write_multi_value(normalized[i].as_ref(), row, true, out)?;
                             } else {
                                 col.write_json(row, &ctx, out, &mut scratch, &mut text)?;
@@ -530,6 +589,29 @@ impl ResultWriter {
             ResultFormat::ObjectLines | ResultFormat::ArrayLines => out.extend_from_slice(b"\n\n"),
             ResultFormat::Csv => out.push(b'\n'),
         }
+    }
+}
+
+fn string_like(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+}
+
+/// Writes JSON text value `row` of string array `a` as is (`null` for null). Text that is not
+/// valid JSON (a plain string that reached a JSON column, e.g. through `UNION ALL`) is written as
+/// a JSON string, so the output stays valid JSON.
+fn write_raw_json(a: &dyn Array, row: usize, out: &mut Vec<u8>) {
+    match string_value(a, row) {
+        Some(s) if !a.is_null(row) => {
+            if serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok() {
+                out.extend_from_slice(s.as_bytes());
+            } else {
+                write_json_string(out, s);
+            }
+        }
+        _ => out.extend_from_slice(b"null"),
     }
 }
 
@@ -1210,12 +1292,17 @@ pub fn write_json_any(a: &dyn Array, row: usize, out: &mut Vec<u8>) -> Result<()
             let values = list_values(a, row)
                 .ok_or_else(|| ArrowError::InvalidArgumentError("not a list".into()))?;
             let values = normalize(&values)?;
+            let raw = is_json_list(a.data_type()) && string_like(values.data_type());
             out.push(b'[');
             for i in 0..values.len() {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_json_any(values.as_ref(), i, out)?;
+                if raw {
+                    write_raw_json(values.as_ref(), i, out);
+                } else {
+                    write_json_any(values.as_ref(), i, out)?;
+                }
             }
             out.push(b']');
         }
@@ -1830,5 +1917,96 @@ mod tests {
         let plain = ColumnInfo::from_arrow("tags", batch.column(0).data_type());
         assert_eq!(plain.native_type, "ARRAY<STRING>");
         assert!(!plain.multi_value);
+    }
+
+    #[test]
+    fn json_fields_render_as_complex_json() {
+        use crate::functions::scalar::json_field;
+        let json = StringArray::from(vec![Some(r#"{"a":[1,"x"]}"#), None, Some("3")]);
+        // Not JSON: written as a string.
+        let not_json = StringArray::from(vec!["a b"]);
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![json_field("j")])),
+            vec![Arc::new(not_json)],
+        )
+        .unwrap();
+        let mut w = ResultWriter::new(
+            ResultFormat::Array,
+            column_infos(&batch.schema()),
+            false,
+            false,
+            false,
+            Zone::Utc,
+        );
+        assert_eq!(
+            String::from_utf8(render_all(&mut w, &[batch]).unwrap()).unwrap(),
+            "[[\"a b\"]]\n"
+        );
+        let plain = json.clone();
+        let mut items =
+            ListBuilder::new(StringBuilder::new()).with_field(Arc::new(json_field("item")));
+        items.values().append_value(r#"{"b":1}"#);
+        items.values().append_value("2");
+        items.append(true);
+        items.append(false);
+        items.append(true);
+        let items = items.finish();
+        let schema = Schema::new(vec![
+            json_field("j"),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("l", items.data_type().clone(), true),
+        ]);
+        let batch = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![Arc::new(json), Arc::new(plain), Arc::new(items)],
+        )
+        .unwrap();
+        let infos = column_infos(&batch.schema());
+        let types: Vec<(&str, &str)> = infos
+            .iter()
+            .map(|c| (c.native_type.as_str(), c.sql_type.as_str()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("COMPLEX<json>", "OTHER"),
+                ("STRING", "VARCHAR"),
+                ("ARRAY<COMPLEX<json>>", "ARRAY")
+            ]
+        );
+        let render = |format: ResultFormat, stringify: bool| {
+            let mut w = ResultWriter::new(format, infos.clone(), false, false, false, Zone::Utc)
+                .with_stringify_arrays(stringify);
+            String::from_utf8(render_all(&mut w, std::slice::from_ref(&batch)).unwrap()).unwrap()
+        };
+        assert_eq!(
+            render(ResultFormat::Array, false),
+            concat!(
+                r#"[[{"a":[1,"x"]},"{\"a\":[1,\"x\"]}",[{"b":1},2]],"#,
+                r#"[null,null,null],"#,
+                r#"[3,"3",[]]]"#,
+                "\n"
+            )
+        );
+        assert_eq!(
+            render(ResultFormat::ObjectLines, true),
+            concat!(
+                r#"{"j":{"a":[1,"x"]},"s":"{\"a\":[1,\"x\"]}","l":"[{\"b\":1},2]"}"#,
+                "\n",
+                r#"{"j":null,"s":null,"l":null}"#,
+                "\n",
+                r#"{"j":3,"s":"3","l":"[]"}"#,
+                "\n\n"
+            )
+        );
+        assert_eq!(
+            render(ResultFormat::Csv, true),
+            concat!(
+                "\"{\"\"a\"\":[1,\"\"x\"\"]}\",\"{\"\"a\"\":[1,\"\"x\"\"]}\",\"[{\"\"b\"\":1},2]\"\n",
+                ",,\n",
+                "3,3,[]\n",
+                "\n"
+            )
+        );
     }
 }

@@ -1,13 +1,3185 @@
-//! Druid SQL string, numeric, conditional, IP and JSON scalar functions that DataFusion lacks or spells differently (`docs/querying/sql-scalar.md`, `sql-json-functions.md`).
+//! Druid SQL string, numeric, conditional, IP and JSON scalar functions that DataFusion lacks or
+//! spells differently (`docs/querying/sql-scalar.md`, `sql-json-functions.md`).
+//!
+//! | Function | Result |
+//! |---|---|
+//! | `CONCAT(expr, ..)` | VARCHAR; null when any argument is null (replaces DataFusion's, which skips nulls); numbers as Java prints them (`1.0`), TIMESTAMPs as epoch milliseconds |
+//! | `TEXTCAT(a, b)` | VARCHAR: `CONCAT(a, b)` |
+//! | `STRING_FORMAT(pattern, args..)` | VARCHAR: Druid's `nonStrictFormat`: Java `String.format` (`%s %S %d %x %X %o %f %e %E %b %c %n %%`, flags `-+ 0,(#`, width, precision, `%1$s`, `%<s`); the pattern as is without arguments; `pattern; arg; ..` when the arguments do not fit |
+//! | `LENGTH`, `CHAR_LENGTH`, `CHARACTER_LENGTH`, `STRLEN(expr)` | BIGINT: length in UTF-16 code units (replaces DataFusion's character count) |
+//! | `PARSE_LONG(str[, radix])` | BIGINT: Java's `Long.parseLong`, null when unparseable or the radix is not in 2..36 (default 10); `0x` prefix allowed with radix 16 |
+//! | `CONTAINS_STRING(expr, str)` / `ICONTAINS_STRING(expr, str)` | BOOLEAN: substring test, case-sensitive / case-insensitive; false for a null `expr` |
+//! | `REGEXP_LIKE(expr, pattern)` | BOOLEAN: the pattern matches anywhere; false for a null `expr` (replaces DataFusion's, which returns null) |
+//! | `REGEXP_EXTRACT(expr, pattern[, index])` | VARCHAR: group `index` (default 0: whole match) of the first match, null when no match |
+//! | `REGEXP_REPLACE(expr, pattern, replacement)` | VARCHAR: every match replaced; `$1`, `${name}`, `\$` as in Java (replaces DataFusion's, which replaces the first match only) |
+//! | `DECODE_BASE64_UTF8(expr)` | VARCHAR: base64 (standard alphabet, padding optional) decoded as UTF-8 |
+//! | `LEFT(expr, n)` / `RIGHT(expr, n)` | VARCHAR: first / last `n` UTF-16 code units; negative `n` is an error (replace DataFusion's) |
+//! | `REPEAT(expr, n)` | VARCHAR: `expr` `n` times; null when `n < 1` (replaces DataFusion's) |
+//! | `LPAD`, `RPAD(expr, length[, chars])` | VARCHAR: padded with `chars` (default space) or truncated to `length`; an empty `chars` adds nothing; null when `length <= 0` (replace DataFusion's) |
+//! | `TRUNCATE`, `TRUNC(x[, digits])` | BIGINT for integer `x`, else DOUBLE: Druid's `cast(cast(x * 10^digits, long), double) / 10^digits` (replaces DataFusion's `trunc`) |
+//! | `ROUND(x[, digits])` | BIGINT for integer `x`, else DOUBLE: `BigDecimal.setScale(digits, HALF_UP)`; NaN rounds to 0, infinities to ±`Double.MAX_VALUE` |
+//! | `MOD(x, y)` | BIGINT when both are integers (Java `%`, error on `y = 0`), else DOUBLE |
+//! | `DIV(x, y)` | BIGINT: integer division (error on integer `y = 0`); doubles: `(long) (x / y)` |
+//! | `SAFE_DIVIDE(x, y)` | BIGINT when both are integers, else DOUBLE; null when `y = 0` (for doubles also NaN), except `0.0 / 0.0` = `0.0` |
+//! | `BITWISE_AND/OR/XOR(x, y)`, `BITWISE_SHIFT_LEFT/RIGHT(x, y)`, `BITWISE_COMPLEMENT(x)` | BIGINT (doubles cast to long; shifts as Java's `<<`, `>>`) |
+//! | `BITWISE_CONVERT_DOUBLE_TO_LONG_BITS(x)` / `BITWISE_CONVERT_LONG_BITS_TO_DOUBLE(x)` | BIGINT / DOUBLE (`Double.doubleToLongBits` / `longBitsToDouble`) |
+//! | `HUMAN_READABLE_BINARY_BYTE_FORMAT(v[, precision])` | VARCHAR: `1.00 KiB`, `1023 B` (precision 0..3, default 2) |
+//! | `HUMAN_READABLE_DECIMAL_BYTE_FORMAT(v[, precision])` | VARCHAR: `1.02 KB`, `999 B` |
+//! | `HUMAN_READABLE_DECIMAL_FORMAT(v[, precision])` | VARCHAR: `1.02 K`, `999` |
+//! | `IPV4_MATCH(addr, subnet)` | BOOLEAN: `addr` (dotted string or BIGINT) is in CIDR `subnet`; false for null or invalid addresses |
+//! | `IPV4_PARSE(addr)` | BIGINT: dotted string or in-range integer; null when not an IPv4 address |
+//! | `IPV4_STRINGIFY(addr)` | VARCHAR: dotted form of an integer or dotted string; null otherwise |
+//! | `IPV6_MATCH(addr, subnet)` | BOOLEAN: `addr` is in IPv6 CIDR `subnet`; false for null or invalid addresses |
+//! | `PARSE_JSON(expr)` / `TRY_PARSE_JSON(expr)` | `COMPLEX<json>`; invalid JSON or a non-VARCHAR argument is an error / null |
+//! | `TO_JSON_STRING(expr)` | VARCHAR: JSON text of `expr` (a VARCHAR becomes a JSON string) |
+//! | `JSON_VALUE(expr, path)` | VARCHAR: the primitive at `path`; null for missing values, objects and arrays |
+//! | `JSON_QUERY(expr, path)` | `COMPLEX<json>`: the value at `path` |
+//! | `JSON_QUERY_ARRAY(expr, path)` | `ARRAY<COMPLEX<json>>`: the array at `path`; another value becomes a one-element array |
+//! | `JSON_KEYS(expr, path)` | `ARRAY<VARCHAR>`: keys of the object at `path` (indexes of an array); null otherwise |
+//! | `JSON_PATHS(expr)` | `ARRAY<VARCHAR>`: paths of every primitive or array of primitives, as Druid's `toNormalizedJsonPath` writes them (`$.a.b`, `$.x[0].y`, `$.['a.b']`, `$.` for the root) |
+//! | `JSON_MERGE(expr, expr, ..)` | `COMPLEX<json>`: Jackson's merging update, left to right (objects merged recursively with the rightmost value winning, arrays appended); null when any argument is null |
+//! | `JSON_OBJECT(key, value[, key, value ..])` | `COMPLEX<json>`: function-call form of `JSON_OBJECT(KEY k VALUE v, ..)`, keys in Java `HashMap` order as Druid |
+//!
+//! DataFusion built-ins that already have Druid's semantics and are kept (each is covered by a
+//! test below): `REPLACE`, `REVERSE`, `STRPOS`, `POSITION(.. IN ..)`, `SUBSTRING`/`SUBSTR`,
+//! `TRIM`/`BTRIM`/`LTRIM`/`RTRIM`, `LOWER`, `UPPER`, `NVL`, `PI`, `COT`, `LOG10`, `LN`, `ABS`,
+//! `CEIL`, `FLOOR`, `POWER`, `SQRT`, `EXP`, the `||` operator (null when either side is null).
+//! `STRPOS`/`POSITION` count characters where Druid counts UTF-16 code units (the same outside
+//! the astral planes); `POSITION(.. IN .. FROM n)` does not get through the SQL parser.
+//! `SUBSTRING` is planned by DataFusion's `UnicodeFunctionPlanner` straight to its own `substr`,
+//! so it is not replaced here (a registered `substr` would only change `SUBSTR(..)` calls):
+//! it differs from Druid past the end of the string (`''` where Druid gives null) and for an
+//! index below 1 (Postgres semantics where Druid fails).
+//!
+//! JSON values (Druid's `COMPLEX<json>`) are Arrow `Utf8` columns holding compact JSON text whose
+//! [`Field`] carries the metadata [`COMPLEX_METADATA_KEY`] = [`JSON_COMPLEX_TYPE`] (see
+//! [`json_field`]); arrays of them (`JSON_QUERY_ARRAY`) are `List<Utf8>` whose item field
+//! carries that metadata. The JSON functions accept such values and plain VARCHAR JSON text alike
+//! (parsing it; a Dolmen choice: Druid's `JSON_VALUE`/`JSON_QUERY` on a VARCHAR find nothing);
+//! only `TO_JSON_STRING` and `JSON_OBJECT` tell them apart (a VARCHAR there is a string value).
+//! The marker survives projections, `GROUP BY`, `ORDER BY` and `UNION ALL`, but DataFusion's
+//! `COALESCE`/`CASE` drop it (their results are then plain VARCHAR). The result writers ([`crate::writer`]) render these fields as raw JSON in the
+//! JSON result formats and report them as `COMPLEX<json>` / `OTHER`. JSONPaths support `$`,
+//! `.name`, `['name']` and `[index]` (negative indexes count from the end) and may differ per
+//! row; literal paths,
+//! regular expressions, precisions and subnets are validated when the query is planned. A JSON
+//! `null` (parsed, or found at a path) is SQL NULL, as in Druid where it is a null Java object.
+//! Numbers are written as Jackson writes them (doubles as Java's `Double.toString`, `1.0E10`).
+//!
+//! Regular expressions use Rust's `regex` syntax, which is Java's without backreferences and
+//! lookaround. Not implemented: `LOOKUP` (no lookups exist), `BLOOM_FILTER_TEST` (no bloom
+//! filters), `DECODE_BASE64_COMPLEX` (no serialized complex types).
 
-use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Float64Array, Float64Builder, Int64Array,
+    Int64Builder, ListBuilder, StringArray, StringBuilder,
+};
+use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
+use base64::Engine as _;
+use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::{
+    AggregateUDF, ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
+    Signature, Volatility,
+};
+use regex::Regex;
+use serde_json::Value;
+
+/// Field metadata key marking a Druid complex type carried in a plain Arrow type.
+pub const COMPLEX_METADATA_KEY: &str = "dolmen.complex";
+
+/// The [`COMPLEX_METADATA_KEY`] value of `COMPLEX<json>` fields (`Utf8` holding JSON text).
+pub const JSON_COMPLEX_TYPE: &str = "json";
+
+/// A nullable `Utf8` field named `name` marked as `COMPLEX<json>`.
+pub fn json_field(name: &str) -> Field {
+    Field::new(name, DataType::Utf8, true).with_metadata(HashMap::from([(
+        COMPLEX_METADATA_KEY.to_string(),
+        JSON_COMPLEX_TYPE.to_string(),
+    )]))
+}
+
+/// Whether `field` is marked as `COMPLEX<json>` (see the module docs).
+pub fn is_json_field(field: &Field) -> bool {
+    field
+        .metadata()
+        .get(COMPLEX_METADATA_KEY)
+        .is_some_and(|v| v == JSON_COMPLEX_TYPE)
+}
 
 /// The scalar functions of this module, registered by [`super::register_druid_functions`].
 pub fn udfs() -> Vec<ScalarUDF> {
-    Vec::new()
+    ScalarFunction::NAMES
+        .iter()
+        .map(|(name, f)| ScalarUDF::new_from_impl(DruidScalarUdf::new(name, *f)))
+        .collect()
 }
 
 /// The aggregate functions of this module, registered by [`super::register_druid_functions`].
 pub fn udafs() -> Vec<AggregateUDF> {
     Vec::new()
+}
+
+/// Which function a [`DruidScalarUdf`] implements (several names may share one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScalarFunction {
+    /// `CONCAT(expr, ..)`.
+    Concat,
+    /// `TEXTCAT(a, b)`.
+    Textcat,
+    /// `STRING_FORMAT(pattern, args..)`.
+    StringFormat,
+    /// `LENGTH(expr)` and its aliases, in UTF-16 code units.
+    Length,
+    /// `PARSE_LONG(str[, radix])`.
+    ParseLong,
+    /// `CONTAINS_STRING(expr, str)`.
+    ContainsString,
+    /// `ICONTAINS_STRING(expr, str)`.
+    IcontainsString,
+    /// `REGEXP_EXTRACT(expr, pattern[, index])`.
+    RegexpExtract,
+    /// `REGEXP_REPLACE(expr, pattern, replacement)`.
+    RegexpReplace,
+    /// `REGEXP_LIKE(expr, pattern)`.
+    RegexpLike,
+    /// `DECODE_BASE64_UTF8(expr)`.
+    DecodeBase64Utf8,
+    /// `LEFT(expr, n)`.
+    Left,
+    /// `RIGHT(expr, n)`.
+    Right,
+    /// `REPEAT(expr, n)`.
+    Repeat,
+    /// `LPAD(expr, length[, chars])`.
+    Lpad,
+    /// `RPAD(expr, length[, chars])`.
+    Rpad,
+    /// `TRUNCATE(x[, digits])` / `TRUNC`.
+    Truncate,
+    /// `ROUND(x[, digits])`.
+    Round,
+    /// `MOD(x, y)`.
+    Mod,
+    /// `DIV(x, y)`.
+    Div,
+    /// `SAFE_DIVIDE(x, y)`.
+    SafeDivide,
+    /// `BITWISE_AND(x, y)`.
+    BitwiseAnd,
+    /// `BITWISE_OR(x, y)`.
+    BitwiseOr,
+    /// `BITWISE_XOR(x, y)`.
+    BitwiseXor,
+    /// `BITWISE_SHIFT_LEFT(x, y)`.
+    BitwiseShiftLeft,
+    /// `BITWISE_SHIFT_RIGHT(x, y)`.
+    BitwiseShiftRight,
+    /// `BITWISE_COMPLEMENT(x)`.
+    BitwiseComplement,
+    /// `BITWISE_CONVERT_DOUBLE_TO_LONG_BITS(x)`.
+    DoubleToLongBits,
+    /// `BITWISE_CONVERT_LONG_BITS_TO_DOUBLE(x)`.
+    LongBitsToDouble,
+    /// `HUMAN_READABLE_BINARY_BYTE_FORMAT(v[, precision])`.
+    HumanBinaryBytes,
+    /// `HUMAN_READABLE_DECIMAL_BYTE_FORMAT(v[, precision])`.
+    HumanDecimalBytes,
+    /// `HUMAN_READABLE_DECIMAL_FORMAT(v[, precision])`.
+    HumanDecimal,
+    /// `IPV4_MATCH(addr, subnet)`.
+    Ipv4Match,
+    /// `IPV4_PARSE(addr)`.
+    Ipv4Parse,
+    /// `IPV4_STRINGIFY(addr)`.
+    Ipv4Stringify,
+    /// `IPV6_MATCH(addr, subnet)`.
+    Ipv6Match,
+    /// `PARSE_JSON(expr)`.
+    ParseJson,
+    /// `TRY_PARSE_JSON(expr)`.
+    TryParseJson,
+    /// `TO_JSON_STRING(expr)`.
+    ToJsonString,
+    /// `JSON_VALUE(expr, path)`.
+    JsonValue,
+    /// `JSON_QUERY(expr, path)`.
+    JsonQuery,
+    /// `JSON_QUERY_ARRAY(expr, path)`.
+    JsonQueryArray,
+    /// `JSON_KEYS(expr, path)`.
+    JsonKeys,
+    /// `JSON_PATHS(expr)`.
+    JsonPaths,
+    /// `JSON_MERGE(expr, expr, ..)`.
+    JsonMerge,
+    /// `JSON_OBJECT(key, value, ..)`.
+    JsonObject,
+}
+
+/// Kinds of arguments, deciding coercion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Cast to `Utf8`.
+    Str,
+    /// Integers to `Int64`, other numbers to `Float64`.
+    Num,
+    /// Integers to `Int64`, floats to `Float64`, booleans kept, anything else to `Utf8`.
+    Any,
+    /// Integers to `Int64`, anything else to `Utf8` (IPv4 addresses).
+    Ip,
+}
+
+impl ScalarFunction {
+    /// Registered (lowercase) names and their functions.
+    pub const NAMES: &'static [(&'static str, ScalarFunction)] = &[
+        ("concat", ScalarFunction::Concat),
+        ("textcat", ScalarFunction::Textcat),
+        ("string_format", ScalarFunction::StringFormat),
+        ("length", ScalarFunction::Length),
+        ("char_length", ScalarFunction::Length),
+        ("character_length", ScalarFunction::Length),
+        ("strlen", ScalarFunction::Length),
+        ("parse_long", ScalarFunction::ParseLong),
+        ("contains_string", ScalarFunction::ContainsString),
+        ("icontains_string", ScalarFunction::IcontainsString),
+        ("regexp_extract", ScalarFunction::RegexpExtract),
+        ("regexp_replace", ScalarFunction::RegexpReplace),
+        ("regexp_like", ScalarFunction::RegexpLike),
+        ("decode_base64_utf8", ScalarFunction::DecodeBase64Utf8),
+        ("left", ScalarFunction::Left),
+        ("right", ScalarFunction::Right),
+        ("repeat", ScalarFunction::Repeat),
+        ("lpad", ScalarFunction::Lpad),
+        ("rpad", ScalarFunction::Rpad),
+        ("truncate", ScalarFunction::Truncate),
+        ("trunc", ScalarFunction::Truncate),
+        ("round", ScalarFunction::Round),
+        ("mod", ScalarFunction::Mod),
+        ("div", ScalarFunction::Div),
+        ("safe_divide", ScalarFunction::SafeDivide),
+        ("bitwise_and", ScalarFunction::BitwiseAnd),
+        ("bitwise_or", ScalarFunction::BitwiseOr),
+        ("bitwise_xor", ScalarFunction::BitwiseXor),
+        ("bitwise_shift_left", ScalarFunction::BitwiseShiftLeft),
+        ("bitwise_shift_right", ScalarFunction::BitwiseShiftRight),
+        ("bitwise_complement", ScalarFunction::BitwiseComplement),
+        (
+            "bitwise_convert_double_to_long_bits",
+            ScalarFunction::DoubleToLongBits,
+        ),
+        (
+            "bitwise_convert_long_bits_to_double",
+            ScalarFunction::LongBitsToDouble,
+        ),
+        (
+            "human_readable_binary_byte_format",
+            ScalarFunction::HumanBinaryBytes,
+        ),
+        (
+            "human_readable_decimal_byte_format",
+            ScalarFunction::HumanDecimalBytes,
+        ),
+        (
+            "human_readable_decimal_format",
+            ScalarFunction::HumanDecimal,
+        ),
+        ("ipv4_match", ScalarFunction::Ipv4Match),
+        ("ipv4_parse", ScalarFunction::Ipv4Parse),
+        ("ipv4_stringify", ScalarFunction::Ipv4Stringify),
+        ("ipv6_match", ScalarFunction::Ipv6Match),
+        ("parse_json", ScalarFunction::ParseJson),
+        ("try_parse_json", ScalarFunction::TryParseJson),
+        ("to_json_string", ScalarFunction::ToJsonString),
+        ("json_value", ScalarFunction::JsonValue),
+        ("json_query", ScalarFunction::JsonQuery),
+        ("json_query_array", ScalarFunction::JsonQueryArray),
+        ("json_keys", ScalarFunction::JsonKeys),
+        ("json_paths", ScalarFunction::JsonPaths),
+        ("json_merge", ScalarFunction::JsonMerge),
+        ("json_object", ScalarFunction::JsonObject),
+    ];
+
+    /// Minimum and maximum argument counts.
+    fn arity(self) -> (usize, usize) {
+        use ScalarFunction::*;
+        match self {
+            Concat => (1, usize::MAX),
+            JsonMerge => (2, usize::MAX),
+            StringFormat => (1, usize::MAX),
+            JsonObject => (2, usize::MAX),
+            Textcat | ContainsString | IcontainsString | RegexpLike | Mod | Div | SafeDivide
+            | BitwiseAnd | BitwiseOr | BitwiseXor | BitwiseShiftLeft | BitwiseShiftRight
+            | Ipv4Match | Ipv6Match | JsonValue | JsonQuery | JsonQueryArray | JsonKeys => (2, 2),
+            RegexpExtract | Lpad | Rpad => (2, 3),
+            Left | Right | Repeat => (2, 2),
+            RegexpReplace => (3, 3),
+            ParseLong | Truncate | Round | HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => {
+                (1, 2)
+            }
+            Length | DecodeBase64Utf8 | BitwiseComplement | DoubleToLongBits | LongBitsToDouble
+            | Ipv4Parse | Ipv4Stringify | ParseJson | TryParseJson | ToJsonString | JsonPaths => {
+                (1, 1)
+            }
+        }
+    }
+
+    /// The coercion kind of argument `i`.
+    fn kind(self, i: usize) -> Kind {
+        use ScalarFunction::*;
+        match self {
+            Concat | Textcat | ToJsonString | JsonObject => Kind::Any,
+            StringFormat if i > 0 => Kind::Any,
+            ParseLong | Left | Right | Repeat | Lpad | Rpad if i == 1 => Kind::Num,
+            RegexpExtract if i == 2 => Kind::Num,
+            Truncate | Round | Mod | Div | SafeDivide | BitwiseAnd | BitwiseOr | BitwiseXor
+            | BitwiseShiftLeft | BitwiseShiftRight | BitwiseComplement | DoubleToLongBits
+            | LongBitsToDouble | HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => Kind::Num,
+            Ipv4Match | Ipv4Parse | Ipv4Stringify if i == 0 => Kind::Ip,
+            _ => Kind::Str,
+        }
+    }
+
+    fn return_type(self, args: &[DataType]) -> DataType {
+        use ScalarFunction::*;
+        let int = |i: usize| args.get(i).is_some_and(|t| *t == DataType::Int64);
+        match self {
+            Length | ParseLong | Div | BitwiseAnd | BitwiseOr | BitwiseXor | BitwiseShiftLeft
+            | BitwiseShiftRight | BitwiseComplement | DoubleToLongBits | Ipv4Parse => {
+                DataType::Int64
+            }
+            ContainsString | IcontainsString | RegexpLike | Ipv4Match | Ipv6Match => {
+                DataType::Boolean
+            }
+            LongBitsToDouble => DataType::Float64,
+            Truncate | Round if int(0) => DataType::Int64,
+            Mod | SafeDivide if int(0) && int(1) => DataType::Int64,
+            Truncate | Round | Mod | SafeDivide => DataType::Float64,
+            JsonQueryArray => DataType::List(Arc::new(json_field("item"))),
+            JsonKeys | JsonPaths => {
+                DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
+            }
+            _ => DataType::Utf8,
+        }
+    }
+
+    fn returns_json(self) -> bool {
+        use ScalarFunction::*;
+        matches!(
+            self,
+            ParseJson | TryParseJson | JsonQuery | JsonMerge | JsonObject
+        )
+    }
+}
+
+/// A Druid scalar function as a DataFusion [`ScalarUDFImpl`]; see the module docs.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct DruidScalarUdf {
+    name: &'static str,
+    func: ScalarFunction,
+    signature: Signature,
+}
+
+impl DruidScalarUdf {
+    /// The UDF named `name` (lowercase) implementing `func`.
+    pub fn new(name: &'static str, func: ScalarFunction) -> Self {
+        DruidScalarUdf {
+            name,
+            func,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+
+    /// Which function this is.
+    pub fn function(&self) -> ScalarFunction {
+        self.func
+    }
+
+    fn sql_name(&self) -> String {
+        self.name.to_ascii_uppercase()
+    }
+
+    fn check_arity(&self, n: usize) -> Result<()> {
+        let (min, max) = self.func.arity();
+        if n < min || n > max {
+            let expected = if max == usize::MAX {
+                format!("at least {min}")
+            } else if min == max {
+                format!("{min}")
+            } else {
+                format!("{min} to {max}")
+            };
+            return plan_err!(
+                "Function {} takes {expected} arguments, got {n}",
+                self.sql_name()
+            );
+        }
+        if self.func == ScalarFunction::JsonObject && !n.is_multiple_of(2) {
+            return plan_err!("Function JSON_OBJECT takes key, value pairs, got {n} arguments");
+        }
+        Ok(())
+    }
+
+    /// Validates literal arguments when the query is planned.
+    fn validate_literals(&self, lits: &[Option<&ScalarValue>]) -> Result<()> {
+        use ScalarFunction::*;
+        let f = self.sql_name();
+        let lit_str = |i: usize| lits.get(i).copied().flatten().and_then(scalar_str);
+        let lit_int = |i: usize| lits.get(i).copied().flatten().and_then(scalar_i64);
+        match self.func {
+            RegexpExtract | RegexpReplace | RegexpLike => {
+                if let Some(p) = lit_str(1) {
+                    let re = compile_regex(&f, p).map_err(to_plan)?;
+                    if self.func == RegexpExtract
+                        && let Some(i) = lit_int(2)
+                    {
+                        check_group_index(&f, &re, i).map_err(to_plan)?;
+                    }
+                    if self.func == RegexpReplace
+                        && let Some(r) = lit_str(2)
+                    {
+                        java_replacement(r, re.captures_len())
+                            .map_err(|e| plan_error(format!("{f}: {e}")))?;
+                    }
+                }
+            }
+            Left | Right => {
+                if let Some(n) = lit_int(1)
+                    && n < 0
+                {
+                    return plan_err!("{f}: needs a positive integer as the second argument");
+                }
+            }
+            HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => {
+                if let Some(p) = lit_int(1) {
+                    check_precision(&f, p).map_err(to_plan)?;
+                }
+            }
+            Ipv4Match => {
+                if let Some(s) = lit_str(1) {
+                    parse_v4_subnet(s).map_err(|e| plan_error(format!("{f}: {e}")))?;
+                }
+            }
+            Ipv6Match => {
+                if let Some(s) = lit_str(1) {
+                    parse_v6_subnet(s).map_err(|e| plan_error(format!("{f}: {e}")))?;
+                }
+            }
+            JsonValue | JsonQuery | JsonQueryArray | JsonKeys => {
+                if let Some(p) = lit_str(1) {
+                    parse_json_path(p).map_err(|e| plan_error(format!("{f}: {e}")))?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn plan_error(msg: String) -> DataFusionError {
+    DataFusionError::Plan(msg)
+}
+
+fn exec_error(msg: String) -> DataFusionError {
+    DataFusionError::Execution(msg)
+}
+
+fn to_plan(e: DataFusionError) -> DataFusionError {
+    match e {
+        DataFusionError::Execution(m) => DataFusionError::Plan(m),
+        other => other,
+    }
+}
+
+fn scalar_str(v: &ScalarValue) -> Option<&str> {
+    match v {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn scalar_i64(v: &ScalarValue) -> Option<i64> {
+    if v.is_null() || !(v.data_type().is_integer()) {
+        return None;
+    }
+    match v.cast_to(&DataType::Int64) {
+        Ok(ScalarValue::Int64(Some(i))) => Some(i),
+        _ => None,
+    }
+}
+
+fn is_nested(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(..)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+            | DataType::Struct(_)
+            | DataType::Map(..)
+            | DataType::Union(..)
+    )
+}
+
+fn is_float(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Float16
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Decimal32(..)
+            | DataType::Decimal64(..)
+            | DataType::Decimal128(..)
+            | DataType::Decimal256(..)
+    )
+}
+
+impl ScalarUDFImpl for DruidScalarUdf {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        Ok(self.func.return_type(arg_types))
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        self.check_arity(args.arg_fields.len())?;
+        self.validate_literals(args.scalar_arguments)?;
+        if self.func.returns_json() {
+            return Ok(Arc::new(json_field(self.name)));
+        }
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        Ok(Arc::new(Field::new(
+            self.name,
+            self.func.return_type(&types),
+            true,
+        )))
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.check_arity(arg_types.len())?;
+        let f = self.sql_name();
+        arg_types
+            .iter()
+            .enumerate()
+            .map(|(i, dt)| {
+                if is_nested(dt) {
+                    return plan_err!("{f}: argument {} has unsupported type {dt}", i + 1);
+                }
+                let int = dt.is_integer();
+                let text = matches!(
+                    dt,
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+                );
+                match self.func {
+                    ScalarFunction::ParseJson if !text => {
+                        return plan_err!(
+                            "{f}: invalid input expected STRING but got {dt} instead"
+                        );
+                    }
+                    ScalarFunction::TryParseJson if !text => return Ok(dt.clone()),
+                    _ => {}
+                }
+                Ok(match self.func.kind(i) {
+                    Kind::Str => DataType::Utf8,
+                    Kind::Num if int || *dt == DataType::Null => DataType::Int64,
+                    Kind::Num if is_float(dt) => DataType::Float64,
+                    Kind::Num => {
+                        return plan_err!("{f}: argument {} must be numeric, got {dt}", i + 1);
+                    }
+                    Kind::Any if int => DataType::Int64,
+                    Kind::Any if is_float(dt) => DataType::Float64,
+                    Kind::Any if *dt == DataType::Boolean => DataType::Boolean,
+                    // Druid TIMESTAMPs are epoch milliseconds (LONG) in expressions.
+                    Kind::Any if matches!(dt, DataType::Timestamp(TimeUnit::Millisecond, _)) => {
+                        DataType::Int64
+                    }
+                    Kind::Any => DataType::Utf8,
+                    Kind::Ip if int => DataType::Int64,
+                    Kind::Ip => DataType::Utf8,
+                })
+            })
+            .collect()
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        self.check_arity(args.args.len())?;
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = if all_scalar { 1 } else { args.number_rows };
+        let arrays = args
+            .args
+            .iter()
+            .map(|a| a.to_array(n))
+            .collect::<Result<Vec<_>>>()?;
+        let json_args: Vec<bool> = (0..arrays.len())
+            .map(|i| args.arg_fields.get(i).is_some_and(|f| is_json_field(f)))
+            .collect();
+        let call = Call {
+            f: self.sql_name(),
+            args: &arrays,
+            json_args: &json_args,
+            n,
+            func: self.func,
+        };
+        let out = call.eval(self.func)?;
+        if all_scalar {
+            // Keep list item fields (and their metadata) as they are.
+            if let Some(list) = out.as_list_opt::<i32>() {
+                return Ok(ColumnarValue::Scalar(ScalarValue::List(Arc::new(
+                    list.clone(),
+                ))));
+            }
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
+/// One evaluation: the argument arrays (all `n` rows long, coerced as [`Kind`] says).
+struct Call<'a> {
+    f: String,
+    args: &'a [ArrayRef],
+    json_args: &'a [bool],
+    n: usize,
+    func: ScalarFunction,
+}
+
+/// A numeric argument.
+enum Nums<'a> {
+    I(&'a Int64Array),
+    F(&'a Float64Array),
+}
+
+impl Nums<'_> {
+    fn is_null(&self, i: usize) -> bool {
+        match self {
+            Nums::I(a) => a.is_null(i),
+            Nums::F(a) => a.is_null(i),
+        }
+    }
+
+    /// As a long (doubles cast as Java's `(long)`).
+    fn long(&self, i: usize) -> Option<i64> {
+        match self {
+            Nums::I(a) => a.is_valid(i).then(|| a.value(i)),
+            Nums::F(a) => a.is_valid(i).then(|| a.value(i) as i64),
+        }
+    }
+
+    fn double(&self, i: usize) -> Option<f64> {
+        match self {
+            Nums::I(a) => a.is_valid(i).then(|| a.value(i) as f64),
+            Nums::F(a) => a.is_valid(i).then(|| a.value(i)),
+        }
+    }
+}
+
+/// A value of a [`Kind::Any`] argument.
+#[derive(Debug, Clone, Copy)]
+enum AnyVal<'a> {
+    Null,
+    Long(i64),
+    Double(f64),
+    Bool(bool),
+    Str(&'a str),
+}
+
+fn any_at(a: &ArrayRef, i: usize) -> AnyVal<'_> {
+    if a.is_null(i) {
+        return AnyVal::Null;
+    }
+    match a.data_type() {
+        DataType::Int64 => AnyVal::Long(a.as_primitive::<arrow::datatypes::Int64Type>().value(i)),
+        DataType::Float64 => {
+            AnyVal::Double(a.as_primitive::<arrow::datatypes::Float64Type>().value(i))
+        }
+        DataType::Boolean => AnyVal::Bool(a.as_boolean().value(i)),
+        DataType::Utf8 => AnyVal::Str(a.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => AnyVal::Str(a.as_string::<i64>().value(i)),
+        DataType::Utf8View => AnyVal::Str(a.as_string_view().value(i)),
+        _ => AnyVal::Null,
+    }
+}
+
+/// Java's `Double.toString`.
+fn java_double(v: f64) -> String {
+    let mut out = Vec::new();
+    crate::writer::write_java_double(&mut out, v);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl AnyVal<'_> {
+    /// `String.valueOf` of the value; `None` for null.
+    fn text(self) -> Option<String> {
+        match self {
+            AnyVal::Null => None,
+            AnyVal::Long(v) => Some(v.to_string()),
+            AnyVal::Double(v) => Some(java_double(v)),
+            AnyVal::Bool(b) => Some(b.to_string()),
+            AnyVal::Str(s) => Some(s.to_string()),
+        }
+    }
+}
+
+impl Call<'_> {
+    fn strs(&self, i: usize) -> Result<&StringArray> {
+        self.args[i]
+            .as_string_opt::<i32>()
+            .ok_or_else(|| exec_error(format!("{}: argument {} is not a string", self.f, i + 1)))
+    }
+
+    fn nums(&self, i: usize) -> Result<Nums<'_>> {
+        let a = &self.args[i];
+        if let Some(x) = a.as_primitive_opt::<arrow::datatypes::Int64Type>() {
+            return Ok(Nums::I(x));
+        }
+        if let Some(x) = a.as_primitive_opt::<arrow::datatypes::Float64Type>() {
+            return Ok(Nums::F(x));
+        }
+        exec_err!("{}: argument {} is not a number", self.f, i + 1)
+    }
+
+    /// The value of argument `i`, which must be the same on every row (first row); `None` when
+    /// null or absent.
+    fn const_str(&self, i: usize) -> Result<Option<&str>> {
+        let Some(a) = self.args.get(i) else {
+            return Ok(None);
+        };
+        let s = self.strs(i)?;
+        let first = (!a.is_empty() && s.is_valid(0)).then(|| s.value(0));
+        for r in 1..s.len() {
+            if (s.is_valid(r).then(|| s.value(r))) != first {
+                return exec_err!("{}: argument {} must be a constant", self.f, i + 1);
+            }
+        }
+        Ok(first)
+    }
+
+    fn const_i64(&self, i: usize) -> Result<Option<i64>> {
+        let Some(a) = self.args.get(i) else {
+            return Ok(None);
+        };
+        let v = self.nums(i)?;
+        let first = if a.is_empty() { None } else { v.long(0) };
+        for r in 1..a.len() {
+            if v.long(r) != first {
+                return exec_err!("{}: argument {} must be a constant", self.f, i + 1);
+            }
+        }
+        Ok(first)
+    }
+
+    fn eval(&self, func: ScalarFunction) -> Result<ArrayRef> {
+        use ScalarFunction::*;
+        let n = self.n;
+        let f = self.f.as_str();
+        Ok(match func {
+            Concat | Textcat => {
+                let mut out = StringBuilder::with_capacity(n, n * 16);
+                let mut buf = String::new();
+                'rows: for r in 0..n {
+                    buf.clear();
+                    for a in self.args {
+                        match any_at(a, r).text() {
+                            Some(t) => buf.push_str(&t),
+                            None => {
+                                out.append_null();
+                                continue 'rows;
+                            }
+                        }
+                    }
+                    out.append_value(&buf);
+                }
+                Arc::new(out.finish())
+            }
+            StringFormat => {
+                let pat = self.strs(0)?;
+                let mut out = StringBuilder::with_capacity(n, n * 16);
+                let mut vals = Vec::with_capacity(self.args.len());
+                for r in 0..n {
+                    if pat.is_null(r) {
+                        out.append_null();
+                        continue;
+                    }
+                    vals.clear();
+                    vals.extend(self.args[1..].iter().map(|a| any_at(a, r)));
+                    out.append_value(non_strict_format(pat.value(r), &vals));
+                }
+                Arc::new(out.finish())
+            }
+            Length => {
+                let s = self.strs(0)?;
+                let out: Int64Array = s
+                    .iter()
+                    .map(|v| v.map(|v| v.encode_utf16().count() as i64))
+                    .collect();
+                Arc::new(out)
+            }
+            ParseLong => {
+                let s = self.strs(0)?;
+                let radix = match self.args.get(1) {
+                    None => Some(10),
+                    Some(_) => self.const_i64(1)?,
+                };
+                let Some(radix) = radix else {
+                    return Ok(Arc::new(Int64Array::new_null(n)));
+                };
+                let out: Int64Array = s
+                    .iter()
+                    .map(|v| v.and_then(|v| parse_long(v, radix)))
+                    .collect();
+                Arc::new(out)
+            }
+            ContainsString | IcontainsString => {
+                let s = self.strs(0)?;
+                let needle = self.strs(1)?;
+                let mut out = BooleanBuilder::with_capacity(n);
+                // As Druid: a null string contains nothing; a null search string is empty.
+                for r in 0..n {
+                    let n = if needle.is_null(r) {
+                        ""
+                    } else {
+                        needle.value(r)
+                    };
+                    if s.is_null(r) {
+                        out.append_value(false);
+                    } else if func == ContainsString {
+                        out.append_value(s.value(r).contains(n));
+                    } else {
+                        out.append_value(s.value(r).to_lowercase().contains(&n.to_lowercase()));
+                    }
+                }
+                Arc::new(out.finish())
+            }
+            RegexpExtract => {
+                let s = self.strs(0)?;
+                let pats = self.strs(1)?;
+                let index = match self.args.get(2) {
+                    None => Some(0),
+                    Some(_) => self.const_i64(2)?,
+                };
+                let mut cache: Option<(String, Regex)> = None;
+                let mut out = StringBuilder::with_capacity(n, n * 8);
+                for r in 0..n {
+                    let (Some(index), false, false) = (index, s.is_null(r), pats.is_null(r)) else {
+                        out.append_null();
+                        continue;
+                    };
+                    let re = cached_regex(f, &mut cache, pats.value(r))?;
+                    check_group_index(f, re, index)?;
+                    let m = re
+                        .captures(s.value(r))
+                        .and_then(|c| c.get(index as usize).map(|m| m.as_str()));
+                    out.append_option(m);
+                }
+                Arc::new(out.finish())
+            }
+            RegexpLike => {
+                let s = self.strs(0)?;
+                let pats = self.strs(1)?;
+                let mut cache: Option<(String, Regex)> = None;
+                let mut out = BooleanBuilder::with_capacity(n);
+                // As Druid: null never matches; a null pattern is empty (matches everything).
+                for r in 0..n {
+                    let p = if pats.is_null(r) { "" } else { pats.value(r) };
+                    if s.is_null(r) {
+                        out.append_value(false);
+                    } else {
+                        let re = cached_regex(f, &mut cache, p)?;
+                        out.append_value(re.is_match(s.value(r)));
+                    }
+                }
+                Arc::new(out.finish())
+            }
+            RegexpReplace => {
+                let s = self.strs(0)?;
+                let pats = self.strs(1)?;
+                let reps = self.strs(2)?;
+                let mut cache: Option<(String, Regex)> = None;
+                let mut rep_cache: Option<(String, String)> = None;
+                let mut out = StringBuilder::with_capacity(n, n * 16);
+                for r in 0..n {
+                    if s.is_null(r) || pats.is_null(r) || reps.is_null(r) {
+                        out.append_null();
+                        continue;
+                    }
+                    let re = cached_regex(f, &mut cache, pats.value(r))?;
+                    let rep_src = reps.value(r);
+                    let rep = match &rep_cache {
+                        Some((src, rep)) if src == rep_src => rep.clone(),
+                        _ => {
+                            let rep = java_replacement(rep_src, re.captures_len())
+                                .map_err(|e| exec_error(format!("{f}: {e}")))?;
+                            rep_cache = Some((rep_src.to_string(), rep.clone()));
+                            rep
+                        }
+                    };
+                    out.append_value(re.replace_all(s.value(r), rep.as_str()));
+                }
+                Arc::new(out.finish())
+            }
+            Left | Right | Repeat => {
+                let s = self.strs(0)?;
+                let k = self.nums(1)?;
+                let mut out = StringBuilder::with_capacity(n, n * 8);
+                for r in 0..n {
+                    // Java's int argument.
+                    let y = k.long(r).map(|y| y as i32);
+                    if func != Repeat && y.is_some_and(|y| y < 0) {
+                        return exec_err!("{f}: needs a positive integer as the second argument");
+                    }
+                    let (Some(x), Some(y)) = (s.is_valid(r).then(|| s.value(r)), y) else {
+                        out.append_null();
+                        continue;
+                    };
+                    match func {
+                        // Druid: a count below 1 is null.
+                        Repeat if y < 1 => out.append_null(),
+                        Repeat if x.len().saturating_mul(y as usize) > MAX_RESULT_BYTES => {
+                            return exec_err!("{f}: result of {y} repetitions is too large");
+                        }
+                        Repeat => out.append_value(x.repeat(y as usize)),
+                        Left => out.append_value(utf16_slice(x, 0, Some(y as usize))),
+                        _ => {
+                            let len = x.encode_utf16().count();
+                            out.append_value(utf16_slice(x, len.saturating_sub(y as usize), None))
+                        }
+                    }
+                }
+                Arc::new(out.finish())
+            }
+            Lpad | Rpad => {
+                let s = self.strs(0)?;
+                let len = self.nums(1)?;
+                let pads = match self.args.get(2) {
+                    Some(_) => Some(self.strs(2)?),
+                    None => None,
+                };
+                let mut out = StringBuilder::with_capacity(n, n * 8);
+                for r in 0..n {
+                    let pad = match pads {
+                        None => Some(" "),
+                        Some(p) => p.is_valid(r).then(|| p.value(r)),
+                    };
+                    let (true, Some(len), Some(pad)) = (s.is_valid(r), len.long(r), pad) else {
+                        out.append_null();
+                        continue;
+                    };
+                    // Druid: a length of 0 or less is null.
+                    match usize::try_from(len as i32) {
+                        Ok(len) if len > MAX_RESULT_BYTES / 2 => {
+                            return exec_err!("{f}: length [{len}] is too large");
+                        }
+                        Ok(len) if len > 0 => {
+                            out.append_value(druid_pad(s.value(r), len, pad, func == Lpad))
+                        }
+                        _ => out.append_null(),
+                    }
+                }
+                Arc::new(out.finish())
+            }
+            DecodeBase64Utf8 => {
+                let s = self.strs(0)?;
+                let mut out = StringBuilder::with_capacity(n, n * 8);
+                for v in s.iter() {
+                    match v {
+                        None => out.append_null(),
+                        Some(v) => {
+                            let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+                                .decode(v.trim_end_matches('='))
+                                .map_err(|e| exec_error(format!("{f}: invalid base64: {e}")))?;
+                            out.append_value(String::from_utf8_lossy(&bytes));
+                        }
+                    }
+                }
+                Arc::new(out.finish())
+            }
+            Truncate | Round => {
+                let x = self.nums(0)?;
+                let digits = match self.args.get(1) {
+                    None => None,
+                    Some(_) => Some(self.nums(1)?),
+                };
+                let digits_at = |r: usize| match &digits {
+                    None => Some(0),
+                    Some(d) => d.long(r),
+                };
+                match x {
+                    Nums::I(a) => {
+                        let mut out = Int64Builder::with_capacity(n);
+                        for r in 0..n {
+                            match (a.is_valid(r), digits_at(r)) {
+                                (true, Some(d)) => out.append_value(if func == Truncate {
+                                    truncate_long(a.value(r), d)
+                                } else {
+                                    round_long(a.value(r), d)
+                                }),
+                                _ => out.append_null(),
+                            }
+                        }
+                        Arc::new(out.finish())
+                    }
+                    Nums::F(a) => {
+                        let mut out = Float64Builder::with_capacity(n);
+                        for r in 0..n {
+                            match (a.is_valid(r), digits_at(r)) {
+                                (true, Some(d)) => out.append_value(if func == Truncate {
+                                    truncate_double(a.value(r), d)
+                                } else {
+                                    round_double(a.value(r), d)
+                                }),
+                                _ => out.append_null(),
+                            }
+                        }
+                        Arc::new(out.finish())
+                    }
+                }
+            }
+            Mod | Div | SafeDivide => {
+                let x = self.nums(0)?;
+                let y = self.nums(1)?;
+                let ints = matches!((&x, &y), (Nums::I(_), Nums::I(_)));
+                if ints || func == Div {
+                    let mut out = Int64Builder::with_capacity(n);
+                    for r in 0..n {
+                        if x.is_null(r) || y.is_null(r) {
+                            out.append_null();
+                            continue;
+                        }
+                        if !ints {
+                            // DIV of doubles: (long) (x / y).
+                            let (a, b) = (x.double(r).unwrap_or(0.0), y.double(r).unwrap_or(0.0));
+                            out.append_value((a / b) as i64);
+                            continue;
+                        }
+                        let (a, b) = (x.long(r).unwrap_or(0), y.long(r).unwrap_or(0));
+                        if b == 0 {
+                            if func == SafeDivide {
+                                out.append_null();
+                                continue;
+                            }
+                            return exec_err!("{f}: division by zero");
+                        }
+                        out.append_value(if func == Mod {
+                            a.wrapping_rem(b)
+                        } else {
+                            a.wrapping_div(b)
+                        });
+                    }
+                    Arc::new(out.finish())
+                } else {
+                    let mut out = Float64Builder::with_capacity(n);
+                    for r in 0..n {
+                        match (x.double(r), y.double(r)) {
+                            // Druid: x / 0 (or NaN) is null, except 0 / 0 which is 0.
+                            (Some(a), Some(b))
+                                if func == SafeDivide && (b == 0.0 || b.is_nan()) =>
+                            {
+                                if a == 0.0 {
+                                    out.append_value(0.0)
+                                } else {
+                                    out.append_null()
+                                }
+                            }
+                            (Some(a), Some(b)) => {
+                                out.append_value(if func == Mod { a % b } else { a / b })
+                            }
+                            _ => out.append_null(),
+                        }
+                    }
+                    Arc::new(out.finish())
+                }
+            }
+            BitwiseAnd | BitwiseOr | BitwiseXor | BitwiseShiftLeft | BitwiseShiftRight => {
+                let x = self.nums(0)?;
+                let y = self.nums(1)?;
+                let out: Int64Array = (0..n)
+                    .map(|r| {
+                        let (a, b) = (x.long(r)?, y.long(r)?);
+                        Some(match func {
+                            BitwiseAnd => a & b,
+                            BitwiseOr => a | b,
+                            BitwiseXor => a ^ b,
+                            BitwiseShiftLeft => a.wrapping_shl(b as u32),
+                            _ => a.wrapping_shr(b as u32),
+                        })
+                    })
+                    .collect();
+                Arc::new(out)
+            }
+            BitwiseComplement => {
+                let x = self.nums(0)?;
+                let out: Int64Array = (0..n).map(|r| x.long(r).map(|v| !v)).collect();
+                Arc::new(out)
+            }
+            DoubleToLongBits => {
+                let x = self.nums(0)?;
+                let out: Int64Array = (0..n)
+                    .map(|r| {
+                        x.double(r).map(|v| {
+                            if v.is_nan() {
+                                0x7ff8_0000_0000_0000
+                            } else {
+                                v.to_bits() as i64
+                            }
+                        })
+                    })
+                    .collect();
+                Arc::new(out)
+            }
+            LongBitsToDouble => {
+                let x = self.nums(0)?;
+                let out: Float64Array = (0..n)
+                    .map(|r| x.long(r).map(|v| f64::from_bits(v as u64)))
+                    .collect();
+                Arc::new(out)
+            }
+            HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => {
+                let x = self.nums(0)?;
+                let precision = match self.args.get(1) {
+                    None => 2,
+                    Some(_) => match self.const_i64(1)? {
+                        Some(p) => check_precision(f, p)?,
+                        None => return Ok(Arc::new(StringArray::new_null(n))),
+                    },
+                };
+                let out: StringArray = (0..n)
+                    .map(|r| {
+                        x.long(r).map(|v| match func {
+                            HumanBinaryBytes => human_binary(v, precision),
+                            HumanDecimalBytes => human_decimal(v, precision, "B"),
+                            _ => human_decimal(v, precision, ""),
+                        })
+                    })
+                    .collect();
+                Arc::new(out)
+            }
+            Ipv4Match | Ipv6Match => {
+                let Some(subnet) = self.const_str(1)? else {
+                    return Ok(Arc::new(arrow::array::BooleanArray::new_null(n)));
+                };
+                let mut out = BooleanBuilder::with_capacity(n);
+                if func == Ipv4Match {
+                    let (net, mask) =
+                        parse_v4_subnet(subnet).map_err(|e| exec_error(format!("{f}: {e}")))?;
+                    let addrs = ipv4_values(&self.args[0]);
+                    for a in addrs {
+                        out.append_value(a.is_some_and(|a| a & mask == net & mask));
+                    }
+                } else {
+                    let (net, mask) =
+                        parse_v6_subnet(subnet).map_err(|e| exec_error(format!("{f}: {e}")))?;
+                    let s = self.strs(0)?;
+                    for v in s.iter() {
+                        let a = v.and_then(|v| v.parse::<std::net::Ipv6Addr>().ok());
+                        out.append_value(a.is_some_and(|a| u128::from(a) & mask == net & mask));
+                    }
+                }
+                Arc::new(out.finish())
+            }
+            Ipv4Parse => {
+                let out: Int64Array = ipv4_values(&self.args[0])
+                    .into_iter()
+                    .map(|v| v.map(i64::from))
+                    .collect();
+                Arc::new(out)
+            }
+            Ipv4Stringify => {
+                // A valid dotted string is returned as it is.
+                let text = self.args[0].as_string_opt::<i32>();
+                let out: StringArray = ipv4_values(&self.args[0])
+                    .into_iter()
+                    .enumerate()
+                    .map(|(r, v)| match (v, text) {
+                        (Some(_), Some(t)) => Some(t.value(r).to_string()),
+                        (Some(v), None) => Some(std::net::Ipv4Addr::from(v).to_string()),
+                        (None, _) => None,
+                    })
+                    .collect();
+                Arc::new(out)
+            }
+            ParseJson | TryParseJson => {
+                if func == TryParseJson && self.args[0].as_string_opt::<i32>().is_none() {
+                    // Not a string: null, as Druid.
+                    return Ok(Arc::new(StringArray::new_null(n)));
+                }
+                let s = self.strs(0)?;
+                let mut out = StringBuilder::with_capacity(n, n * 16);
+                for v in s.iter() {
+                    match v.map(serde_json::from_str::<Value>) {
+                        None => out.append_null(),
+                        // JSON null is SQL null, as Druid (a null Java object).
+                        Some(Ok(Value::Null)) => out.append_null(),
+                        Some(Ok(j)) => out.append_value(json_text(&j)),
+                        Some(Err(_)) if func == TryParseJson => out.append_null(),
+                        Some(Err(e)) => {
+                            return exec_err!(
+                                "{f}: cannot parse [{}] as JSON: {e}",
+                                v.unwrap_or("")
+                            );
+                        }
+                    }
+                }
+                Arc::new(out.finish())
+            }
+            ToJsonString => {
+                let mut out = StringBuilder::with_capacity(n, n * 16);
+                for r in 0..n {
+                    match self.json_arg(0, r)? {
+                        None => out.append_null(),
+                        Some(v) => out.append_value(json_text(&v)),
+                    }
+                }
+                Arc::new(out.finish())
+            }
+            JsonValue | JsonQuery | JsonQueryArray | JsonKeys => {
+                let s = self.strs(0)?;
+                let paths = self.strs(1)?;
+                // Paths may differ per row (Druid's dynamic JSON expressions); parse each once.
+                let mut cache: Option<(String, Vec<PathPart>)> = None;
+                let mut values = Vec::with_capacity(n);
+                for (r, v) in s.iter().enumerate() {
+                    if paths.is_null(r) {
+                        values.push(None);
+                        continue;
+                    }
+                    let p = paths.value(r);
+                    if cache.as_ref().is_none_or(|(src, _)| src != p) {
+                        let parsed =
+                            parse_json_path(p).map_err(|e| exec_error(format!("{f}: {e}")))?;
+                        cache = Some((p.to_string(), parsed));
+                    }
+                    let path = cache
+                        .as_ref()
+                        .map(|(_, parts)| parts.as_slice())
+                        .unwrap_or(&[]);
+                    values.push(match v {
+                        None => None,
+                        Some(text) => {
+                            let doc: Value = serde_json::from_str(text).map_err(|e| {
+                                exec_error(format!("{f}: cannot parse [{text}] as JSON: {e}"))
+                            })?;
+                            // A JSON null at the path is SQL null, as Druid (a null Java object).
+                            json_find(&doc, path).filter(|v| !v.is_null()).cloned()
+                        }
+                    });
+                }
+                match func {
+                    JsonValue => {
+                        let out: StringArray = values
+                            .iter()
+                            .map(|v| match v {
+                                Some(Value::String(s)) => Some(s.clone()),
+                                Some(Value::Number(x)) => Some(number_text(x)),
+                                Some(Value::Bool(b)) => Some(b.to_string()),
+                                _ => None,
+                            })
+                            .collect();
+                        Arc::new(out)
+                    }
+                    JsonQuery => {
+                        let out: StringArray =
+                            values.iter().map(|v| v.as_ref().map(json_text)).collect();
+                        Arc::new(out)
+                    }
+                    JsonQueryArray => {
+                        let mut out = ListBuilder::new(StringBuilder::new())
+                            .with_field(Arc::new(json_field("item")));
+                        for v in values {
+                            match v {
+                                None => out.append_null(),
+                                Some(Value::Array(items)) => {
+                                    for item in items {
+                                        out.values().append_value(json_text(&item));
+                                    }
+                                    out.append(true);
+                                }
+                                Some(other) => {
+                                    out.values().append_value(json_text(&other));
+                                    out.append(true);
+                                }
+                            }
+                        }
+                        Arc::new(out.finish())
+                    }
+                    _ => {
+                        let mut out = ListBuilder::new(StringBuilder::new());
+                        for v in values {
+                            match v {
+                                Some(Value::Object(m)) => {
+                                    for k in m.keys() {
+                                        out.values().append_value(k);
+                                    }
+                                    out.append(true);
+                                }
+                                Some(Value::Array(items)) => {
+                                    for i in 0..items.len() {
+                                        out.values().append_value(i.to_string());
+                                    }
+                                    out.append(true);
+                                }
+                                _ => out.append_null(),
+                            }
+                        }
+                        Arc::new(out.finish())
+                    }
+                }
+            }
+            JsonPaths => {
+                let s = self.strs(0)?;
+                let mut out = ListBuilder::new(StringBuilder::new());
+                let mut paths = Vec::new();
+                for v in s.iter() {
+                    let Some(text) = v else {
+                        out.append_null();
+                        continue;
+                    };
+                    let doc: Value = serde_json::from_str(text).map_err(|e| {
+                        exec_error(format!("{f}: cannot parse [{text}] as JSON: {e}"))
+                    })?;
+                    paths.clear();
+                    json_paths(&doc, &mut String::new(), &mut paths);
+                    for p in &paths {
+                        out.values().append_value(p);
+                    }
+                    out.append(true);
+                }
+                Arc::new(out.finish())
+            }
+            JsonMerge => {
+                let mut out = StringBuilder::with_capacity(n, n * 16);
+                'rows: for r in 0..n {
+                    let mut merged: Option<Value> = None;
+                    for i in 0..self.args.len() {
+                        let Some(v) = self.json_arg(i, r)? else {
+                            out.append_null();
+                            continue 'rows;
+                        };
+                        merged = Some(match merged {
+                            None => v,
+                            Some(acc) => jackson_merge_top(acc, v)
+                                .map_err(|e| exec_error(format!("{f}: {e}")))?,
+                        });
+                    }
+                    out.append_option(merged.map(|m| json_text(&m)));
+                }
+                Arc::new(out.finish())
+            }
+            JsonObject => {
+                let mut out = StringBuilder::with_capacity(n, n * 16);
+                for r in 0..n {
+                    let mut entries: Vec<(String, Value)> = Vec::new();
+                    for pair in (0..self.args.len()).step_by(2) {
+                        let key = match any_at(&self.args[pair], r) {
+                            AnyVal::Str(s) => s.to_string(),
+                            AnyVal::Null => return exec_err!("{f}: a key is null"),
+                            _ => return exec_err!("{f}: field name must be a STRING"),
+                        };
+                        let value = self.json_arg(pair + 1, r)?.unwrap_or(Value::Null);
+                        match entries.iter_mut().find(|(k, _)| *k == key) {
+                            Some(e) => e.1 = value,
+                            None => entries.push((key, value)),
+                        }
+                    }
+                    out.append_value(json_text(&Value::Object(java_hash_map_order(entries))));
+                }
+                Arc::new(out.finish())
+            }
+        })
+    }
+
+    /// Argument `i` at row `r` as a JSON value: JSON-typed arguments are parsed, a VARCHAR is a
+    /// string, except for `JSON_MERGE`, which parses VARCHAR JSON text too.
+    fn json_arg(&self, i: usize, r: usize) -> Result<Option<Value>> {
+        let v = any_at(&self.args[i], r);
+        let parse = self.json_args.get(i).copied().unwrap_or(false)
+            || self.func == ScalarFunction::JsonMerge;
+        Ok(match v {
+            AnyVal::Null => None,
+            AnyVal::Str(s) if parse => {
+                Some(serde_json::from_str(s).map_err(|e| {
+                    exec_error(format!("{}: cannot parse [{s}] as JSON: {e}", self.f))
+                })?)
+            }
+            AnyVal::Str(s) => Some(Value::String(s.to_string())),
+            AnyVal::Long(x) => Some(Value::from(x)),
+            AnyVal::Double(x) => Some(
+                serde_json::Number::from_f64(x)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null),
+            ),
+            AnyVal::Bool(b) => Some(Value::Bool(b)),
+        })
+    }
+}
+
+/// Compact JSON text of `v` as Jackson writes it: floating-point numbers as Java's
+/// `Double.toString` (`1.0E10`), everything else as `serde_json` (same escaping as Jackson).
+fn json_text(v: &Value) -> String {
+    let mut out = String::new();
+    write_json_text(v, &mut out);
+    out
+}
+
+fn write_json_text(v: &Value, out: &mut String) {
+    match v {
+        Value::Number(n) => out.push_str(&number_text(n)),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_text(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            out.push('{');
+            for (i, (k, item)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_json_text(item, out);
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A JSON number as Java prints it: integers as they are, doubles as `Double.toString`.
+fn number_text(n: &serde_json::Number) -> String {
+    match (n.is_f64(), n.as_f64()) {
+        (true, Some(f)) => java_double(f),
+        _ => n.to_string(),
+    }
+}
+
+/// Merges `next` into `acc` as Jackson's `readerForUpdating(acc).readValue(next)` does (Druid's
+/// `JSON_MERGE`): the top-level values must both be objects or both be arrays.
+fn jackson_merge_top(acc: Value, next: Value) -> std::result::Result<Value, String> {
+    match (&acc, &next) {
+        (Value::Object(_), Value::Object(_)) | (Value::Array(_), Value::Array(_)) => {
+            Ok(jackson_merge(acc, next))
+        }
+        _ => Err(format!("cannot merge {next} into {acc}")),
+    }
+}
+
+/// Jackson's merging update: objects merge key by key (recursively), arrays are appended to,
+/// anything else is replaced.
+fn jackson_merge(acc: Value, next: Value) -> Value {
+    match (acc, next) {
+        (Value::Object(mut a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    // In place: the key keeps its position, as in a LinkedHashMap.
+                    Some(old) => {
+                        let prev = std::mem::take(old);
+                        *old = jackson_merge(prev, v);
+                    }
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+            Value::Object(a)
+        }
+        (Value::Array(mut a), Value::Array(b)) => {
+            a.extend(b);
+            Value::Array(a)
+        }
+        (_, next) => next,
+    }
+}
+
+/// Java's `String.hashCode`.
+fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0_i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// Orders distinct `entries` (in insertion order) as a Java `HashMap` iterates them: by bucket
+/// (`(h ^ h >>> 16) & (capacity - 1)`, capacity 16 doubled past a 0.75 load factor), then by
+/// insertion. Druid's `JSON_OBJECT` builds a `HashMap`, so this is the order of its output.
+fn java_hash_map_order(mut entries: Vec<(String, Value)>) -> serde_json::Map<String, Value> {
+    let mut capacity = 16_usize;
+    while entries.len() > capacity * 3 / 4 {
+        capacity *= 2;
+    }
+    entries.sort_by_key(|(k, _)| {
+        let h = java_string_hash(k) as u32;
+        ((h ^ (h >> 16)) as usize) & (capacity - 1)
+    });
+    entries.into_iter().collect()
+}
+
+fn compile_regex(f: &str, p: &str) -> Result<Regex> {
+    Regex::new(p).map_err(|e| exec_error(format!("{f}: invalid regular expression [{p}]: {e}")))
+}
+
+fn cached_regex<'c>(f: &str, cache: &'c mut Option<(String, Regex)>, p: &str) -> Result<&'c Regex> {
+    if cache.as_ref().is_none_or(|(src, _)| src != p) {
+        *cache = Some((p.to_string(), compile_regex(f, p)?));
+    }
+    match cache {
+        Some((_, re)) => Ok(re),
+        None => exec_err!("{f}: no regular expression"),
+    }
+}
+
+fn check_group_index(f: &str, re: &Regex, index: i64) -> Result<()> {
+    let groups = re.captures_len() as i64 - 1;
+    if index < 0 || index > groups {
+        return exec_err!(
+            "{f}: index [{index}] is out of range; the pattern has {groups} capture groups"
+        );
+    }
+    Ok(())
+}
+
+/// Translates a Java `Matcher.replaceAll` replacement (`$1`, `${name}`, `\$`) into `regex`'s
+/// syntax; `groups` counts group 0.
+fn java_replacement(rep: &str, groups: usize) -> std::result::Result<String, String> {
+    let chars: Vec<char> = rep.chars().collect();
+    let mut out = String::with_capacity(rep.len() + 4);
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => {
+                let c = chars
+                    .get(i + 1)
+                    .ok_or("character to be escaped is missing")?;
+                if *c == '$' {
+                    out.push_str("$$");
+                } else {
+                    out.push(*c);
+                }
+                i += 2;
+            }
+            '$' => {
+                i += 1;
+                match chars.get(i) {
+                    Some('{') => {
+                        let end = chars[i..]
+                            .iter()
+                            .position(|c| *c == '}')
+                            .ok_or("named capturing group is missing trailing '}'")?;
+                        let name: String = chars[i + 1..i + end].iter().collect();
+                        if name.is_empty() {
+                            return Err("named capturing group has 0 length name".into());
+                        }
+                        out.push_str("${");
+                        out.push_str(&name);
+                        out.push('}');
+                        i += end + 1;
+                    }
+                    Some(d) if d.is_ascii_digit() => {
+                        let mut num = d.to_digit(10).unwrap_or(0) as usize;
+                        i += 1;
+                        while let Some(next) = chars.get(i).and_then(|c| c.to_digit(10)) {
+                            let bigger = num * 10 + next as usize;
+                            if bigger >= groups {
+                                break;
+                            }
+                            num = bigger;
+                            i += 1;
+                        }
+                        if num >= groups {
+                            return Err(format!("No group {num}"));
+                        }
+                        out.push_str(&format!("${{{num}}}"));
+                    }
+                    _ => return Err("Illegal group reference".into()),
+                }
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The largest string (in bytes) `REPEAT`, `LPAD`/`RPAD` and `STRING_FORMAT` build; larger
+/// results are errors rather than attempts to allocate gigabytes (Druid would fail with an
+/// out-of-memory error).
+const MAX_RESULT_BYTES: usize = 1 << 28;
+
+/// UTF-16 code units `start..end` of `s` (Java's `substring`), clamped to its length.
+fn utf16_slice(s: &str, start: usize, end: Option<usize>) -> String {
+    if s.is_ascii() {
+        let end = end.unwrap_or(s.len()).min(s.len());
+        return s.get(start.min(end)..end).unwrap_or_default().to_string();
+    }
+    let units: Vec<u16> = s.encode_utf16().collect();
+    let end = end.unwrap_or(units.len()).min(units.len());
+    String::from_utf16_lossy(&units[start.min(end)..end])
+}
+
+/// Druid's `StringUtils.lpad`/`rpad`: `base` padded with repetitions of `pad` to `len` UTF-16
+/// code units, or truncated to `len`; an empty pad adds nothing.
+fn druid_pad(base: &str, len: usize, pad: &str, left: bool) -> String {
+    let base: Vec<u16> = base.encode_utf16().collect();
+    let pad: Vec<u16> = pad.encode_utf16().collect();
+    let fill = len.saturating_sub(base.len());
+    let padding: Vec<u16> = if pad.is_empty() {
+        Vec::new()
+    } else {
+        pad.iter().copied().cycle().take(fill).collect()
+    };
+    let kept = base.len().min(len);
+    let mut data: Vec<u16> = Vec::with_capacity(len);
+    if left {
+        data.extend(&padding);
+        data.extend(&base[..kept]);
+    } else {
+        data.extend(&base[..kept]);
+        data.extend(&padding);
+    }
+    String::from_utf16_lossy(&data)
+}
+
+/// Java's `Long.parseLong(s, radix)`, with Druid's `0x` prefix allowance for radix 16.
+fn parse_long(s: &str, radix: i64) -> Option<i64> {
+    if !(2..=36).contains(&radix) {
+        return None;
+    }
+    let s = if radix == 16 {
+        s.strip_prefix("0x")
+            .or_else(|| s.strip_prefix("0X"))
+            .unwrap_or(s)
+    } else {
+        s
+    };
+    i64::from_str_radix(s, radix as u32).ok()
+}
+
+fn check_precision(f: &str, p: i64) -> Result<usize> {
+    if !(0..=3).contains(&p) {
+        return exec_err!("{f}: precision [{p}] must be in the range of [0,3]");
+    }
+    Ok(p as usize)
+}
+
+/// Digits of `|v| * 10^scale` rounded half-up on the shortest decimal representation of `v`
+/// (as `BigDecimal.valueOf(v).setScale(scale, HALF_UP)`), most significant first.
+fn half_up_digits(v: f64, scale: i64) -> Vec<u8> {
+    let sci = format!("{:e}", v.abs());
+    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i64 = exp.parse().unwrap_or(0);
+    let mut ds: Vec<u8> = mant
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .map(|b| b - b'0')
+        .collect();
+    // Value = 0.ds * 10^(exp + 1); keep the first exp + 1 + scale digits.
+    let cut = exp + 1 + scale;
+    if cut < 0 {
+        return vec![0];
+    }
+    let cut = cut as usize;
+    if ds.len() < cut {
+        ds.resize(cut, 0);
+    }
+    let round_up = ds.get(cut).is_some_and(|d| *d >= 5);
+    ds.truncate(cut);
+    if round_up {
+        let mut i = ds.len();
+        loop {
+            if i == 0 {
+                ds.insert(0, 1);
+                break;
+            }
+            i -= 1;
+            if ds[i] == 9 {
+                ds[i] = 0;
+            } else {
+                ds[i] += 1;
+                break;
+            }
+        }
+    }
+    if ds.is_empty() {
+        ds.push(0);
+    }
+    ds
+}
+
+/// Java's `String.format("%.{prec}f", v)` (HALF_UP on the shortest representation).
+fn java_fixed(v: f64, prec: usize) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let prec = prec.min(10_000);
+    let mut ds = half_up_digits(v, prec as i64);
+    if ds.len() <= prec {
+        let missing = prec + 1 - ds.len();
+        ds.splice(0..0, std::iter::repeat_n(0, missing));
+    }
+    let int_len = ds.len() - prec;
+    let mut s = String::with_capacity(ds.len() + 2);
+    if v.is_sign_negative() {
+        s.push('-');
+    }
+    let int_part: String = ds[..int_len].iter().map(|d| char::from(b'0' + d)).collect();
+    let trimmed = int_part.trim_start_matches('0');
+    s.push_str(if trimmed.is_empty() { "0" } else { trimmed });
+    if prec > 0 {
+        s.push('.');
+        s.extend(ds[int_len..].iter().map(|d| char::from(b'0' + d)));
+    }
+    s
+}
+
+/// `TRUNCATE` of a BIGINT: Druid evaluates the DOUBLE expression of [`truncate_double`] and
+/// casts the result back to BIGINT.
+fn truncate_long(x: i64, digits: i64) -> i64 {
+    truncate_double(x as f64, digits) as i64
+}
+
+/// Druid's `(cast(cast(x * f, 'long'), 'double') / f)` with `f = Math.pow(10, digits)`.
+fn truncate_double(x: f64, digits: i64) -> f64 {
+    let factor = 10_f64.powf(digits.clamp(-400, 400) as f64);
+    ((x * factor) as i64) as f64 / factor
+}
+
+fn round_long(x: i64, digits: i64) -> i64 {
+    if digits >= 0 {
+        return x;
+    }
+    if digits < -19 {
+        return 0;
+    }
+    let p = 10_i128.pow((-digits) as u32);
+    let a = i128::from(x).abs();
+    let r = (a + p / 2) / p * p;
+    (if x < 0 { -r } else { r }) as i64
+}
+
+fn round_double(x: f64, digits: i64) -> f64 {
+    let x = if x.is_nan() {
+        return 0.0;
+    } else if x.is_infinite() {
+        f64::MAX.copysign(x)
+    } else {
+        x
+    };
+    if digits > 400 {
+        return x;
+    }
+    let ds = half_up_digits(x, digits.max(-400));
+    if ds.iter().all(|d| *d == 0) {
+        // BigDecimal has no negative zero.
+        return 0.0;
+    }
+    let ds: String = ds.iter().map(|d| char::from(b'0' + d)).collect();
+    let sign = if x.is_sign_negative() { "-" } else { "" };
+    format!("{sign}{ds}e{}", -digits.max(-400))
+        .parse()
+        .unwrap_or(x)
+}
+
+/// Druid's `HumanReadableBytes.format(.., BINARY_BYTE)`.
+fn human_binary(bytes: i64, precision: usize) -> String {
+    const UNITS: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    if bytes > -1024 && bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    if bytes == i64::MIN {
+        return format!("{} EiB", java_fixed(-8.0, precision));
+    }
+    let idx = ((63 - bytes.unsigned_abs().leading_zeros()) / 10) as usize;
+    let v = bytes as f64 / (1_i64 << (idx * 10)) as f64;
+    format!("{} {}B", java_fixed(v, precision), UNITS[idx])
+}
+
+/// Druid's `HumanReadableBytes.format(.., DECIMAL_BYTE)` (`suffix` "B") and `DECIMAL` ("").
+fn human_decimal(mut bytes: i64, precision: usize, suffix: &str) -> String {
+    const UNITS: [&str; 6] = ["K", "M", "G", "T", "P", "E"];
+    if bytes > -1000 && bytes < 1000 {
+        return format!("{bytes} {suffix}").trim().to_string();
+    }
+    let mut idx = 0;
+    while bytes <= -1_000_000 || bytes >= 1_000_000 {
+        bytes /= 1000;
+        idx += 1;
+    }
+    format!(
+        "{} {}{suffix}",
+        java_fixed(bytes as f64 / 1000.0, precision),
+        UNITS[idx]
+    )
+}
+
+/// IPv4 addresses of an `Int64` or string array: integers in `[0, 2^32)` or dotted strings.
+fn ipv4_values(a: &ArrayRef) -> Vec<Option<u32>> {
+    (0..a.len())
+        .map(|i| match any_at(a, i) {
+            AnyVal::Long(v) => u32::try_from(v).ok(),
+            AnyVal::Str(s) => s.parse::<std::net::Ipv4Addr>().ok().map(u32::from),
+            _ => None,
+        })
+        .collect()
+}
+
+fn parse_v4_subnet(s: &str) -> std::result::Result<(u32, u32), String> {
+    let (addr, bits) = s
+        .split_once('/')
+        .ok_or_else(|| format!("subnet [{s}] is not in CIDR notation"))?;
+    let addr: std::net::Ipv4Addr = addr
+        .parse()
+        .map_err(|_| format!("subnet [{s}] has an invalid IPv4 address"))?;
+    let bits: u32 = bits
+        .parse()
+        .ok()
+        .filter(|b| *b <= 32)
+        .ok_or_else(|| format!("subnet [{s}] has an invalid prefix length"))?;
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    };
+    Ok((u32::from(addr), mask))
+}
+
+fn parse_v6_subnet(s: &str) -> std::result::Result<(u128, u128), String> {
+    let (addr, bits) = s
+        .split_once('/')
+        .ok_or_else(|| format!("subnet [{s}] is not in CIDR notation"))?;
+    let addr: std::net::Ipv6Addr = addr
+        .parse()
+        .map_err(|_| format!("subnet [{s}] has an invalid IPv6 address"))?;
+    let bits: u32 = bits
+        .parse()
+        .ok()
+        .filter(|b| *b <= 128)
+        .ok_or_else(|| format!("subnet [{s}] has an invalid prefix length"))?;
+    let mask = if bits == 0 {
+        0
+    } else {
+        u128::MAX << (128 - bits)
+    };
+    Ok((u128::from(addr), mask))
+}
+
+/// A step of a JSONPath.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PathPart {
+    Key(String),
+    Index(i64),
+}
+
+/// Parses Druid's JSONPath subset: `$`, `.name`, `['name']`, `["name"]`, `[index]`.
+fn parse_json_path(p: &str) -> std::result::Result<Vec<PathPart>, String> {
+    let chars: Vec<char> = p.chars().collect();
+    if chars.is_empty() {
+        return Ok(Vec::new());
+    }
+    if chars.first() != Some(&'$') {
+        return Err(format!("JSONPath [{p}] must start with '$'"));
+    }
+    let mut parts = Vec::new();
+    let mut i = 1;
+    while i < chars.len() {
+        match chars[i] {
+            '.' => {
+                let start = i + 1;
+                let mut end = start;
+                while end < chars.len() && chars[end] != '.' && chars[end] != '[' {
+                    end += 1;
+                }
+                if end == start {
+                    return Err(format!("JSONPath [{p}] has an empty field name"));
+                }
+                parts.push(PathPart::Key(chars[start..end].iter().collect()));
+                i = end;
+            }
+            '[' => {
+                let close = chars[i..]
+                    .iter()
+                    .position(|c| *c == ']')
+                    .map(|k| i + k)
+                    .ok_or_else(|| format!("JSONPath [{p}] has an unclosed '['"))?;
+                let inner: String = chars[i + 1..close].iter().collect();
+                let quoted = inner.len() >= 2
+                    && ((inner.starts_with('\'') && inner.ends_with('\''))
+                        || (inner.starts_with('"') && inner.ends_with('"')));
+                if quoted {
+                    // A quoted name may contain ']': find the closing quote then ']'.
+                    let q = chars[i + 1];
+                    let end = chars[i + 2..]
+                        .iter()
+                        .position(|c| *c == q)
+                        .map(|k| i + 2 + k)
+                        .ok_or_else(|| format!("JSONPath [{p}] has an unclosed quote"))?;
+                    if chars.get(end + 1) != Some(&']') {
+                        return Err(format!("JSONPath [{p}] expects ']' after a quoted name"));
+                    }
+                    parts.push(PathPart::Key(chars[i + 2..end].iter().collect()));
+                    i = end + 2;
+                } else {
+                    let idx: i64 = inner.trim().parse().map_err(|_| {
+                        format!("JSONPath [{p}] has an invalid array index [{inner}]")
+                    })?;
+                    parts.push(PathPart::Index(idx));
+                    i = close + 1;
+                }
+            }
+            c => return Err(format!("JSONPath [{p}] has an unexpected character '{c}'")),
+        }
+    }
+    Ok(parts)
+}
+
+fn json_find<'v>(doc: &'v Value, path: &[PathPart]) -> Option<&'v Value> {
+    let mut cur = doc;
+    for part in path {
+        cur = match (part, cur) {
+            (PathPart::Key(k), Value::Object(m)) => m.get(k)?,
+            (PathPart::Index(i), Value::Array(a)) => {
+                let idx = if *i < 0 { a.len() as i64 + i } else { *i };
+                a.get(usize::try_from(idx).ok()?)?
+            }
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// Appends the JSONPaths of the primitive values (and arrays of primitives) under `v`.
+fn json_paths(v: &Value, prefix: &mut String, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                let len = prefix.len();
+                // Druid's NestedPathFinder.toNormalizedJsonPath.
+                prefix.push_str(if prefix.is_empty() { "$." } else { "." });
+                if k.contains(['.', '\'', '"', '[', ']']) {
+                    prefix.push_str("['");
+                    prefix.push_str(k);
+                    prefix.push_str("']");
+                } else {
+                    prefix.push_str(k);
+                }
+                json_paths(child, prefix, out);
+                prefix.truncate(len);
+            }
+        }
+        Value::Array(items) if items.iter().any(|x| x.is_object() || x.is_array()) => {
+            for (i, child) in items.iter().enumerate() {
+                let len = prefix.len();
+                if prefix.is_empty() {
+                    prefix.push('$');
+                }
+                prefix.push_str(&format!("[{i}]"));
+                json_paths(child, prefix, out);
+                prefix.truncate(len);
+            }
+        }
+        _ if prefix.is_empty() => out.push("$.".to_string()),
+        _ => out.push(prefix.clone()),
+    }
+}
+
+/// Druid's `StringUtils.nonStrictFormat`: the pattern itself when there are no arguments; when
+/// the pattern does not fit the arguments, the pattern followed by `; arg` for each argument.
+fn non_strict_format(pattern: &str, args: &[AnyVal<'_>]) -> String {
+    if args.is_empty() {
+        return pattern.to_string();
+    }
+    match java_format(pattern, args) {
+        Ok(s) => s,
+        Err(_) => {
+            let mut s = pattern.to_string();
+            for a in args {
+                s.push_str("; ");
+                s.push_str(&a.text().unwrap_or_else(|| "null".to_string()));
+            }
+            s
+        }
+    }
+}
+
+/// A parsed `%` conversion of [`java_format`].
+#[derive(Debug, Default)]
+struct Spec {
+    left: bool,
+    plus: bool,
+    space: bool,
+    zero: bool,
+    comma: bool,
+    paren: bool,
+    alt: bool,
+    width: usize,
+    precision: Option<usize>,
+}
+
+/// Java's `String.format` for the conversions listed in the module docs.
+fn java_format(fmt: &str, args: &[AnyVal<'_>]) -> std::result::Result<String, String> {
+    let chars: Vec<char> = fmt.chars().collect();
+    let mut out = String::with_capacity(fmt.len() + 16);
+    let mut next = 0usize;
+    let mut last: Option<usize> = None;
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '%' {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        let start = i;
+        while i < chars.len() && !chars[i].is_ascii_alphabetic() && chars[i] != '%' {
+            i += 1;
+        }
+        let Some(&conv) = chars.get(i) else {
+            return Err(format!("incomplete format specifier in [{fmt}]"));
+        };
+        i += 1;
+        let mut body: &[char] = &chars[start..i - 1];
+        // Argument index: `n$` or `<`.
+        let mut explicit: Option<usize> = None;
+        if let Some(d) = body.iter().position(|c| *c == '$') {
+            let n: String = body[..d].iter().collect();
+            let n: usize = n
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("invalid argument index in [{fmt}]"))?;
+            explicit = Some(n - 1);
+            body = &body[d + 1..];
+        } else if body.first() == Some(&'<') {
+            explicit = Some(last.ok_or("missing format argument for '%<'")?);
+            body = &body[1..];
+        }
+        let mut spec = Spec::default();
+        let mut k = 0;
+        while k < body.len() {
+            match body[k] {
+                '-' => spec.left = true,
+                '+' => spec.plus = true,
+                ' ' => spec.space = true,
+                '0' => spec.zero = true,
+                ',' => spec.comma = true,
+                '(' => spec.paren = true,
+                '#' => spec.alt = true,
+                _ => break,
+            }
+            k += 1;
+        }
+        let rest: String = body[k..].iter().collect();
+        let (w, p) = match rest.split_once('.') {
+            Some((w, p)) => (w.to_string(), Some(p.to_string())),
+            None => (rest, None),
+        };
+        if !w.is_empty() {
+            spec.width = w
+                .parse()
+                .ok()
+                .filter(|w| *w <= MAX_RESULT_BYTES / 4)
+                .ok_or_else(|| format!("invalid width in format [{fmt}]"))?;
+        }
+        if let Some(p) = p {
+            spec.precision = Some(
+                p.parse()
+                    .ok()
+                    .filter(|p| *p <= 10_000)
+                    .ok_or_else(|| format!("invalid precision in format [{fmt}]"))?,
+            );
+        }
+        if conv == '%' {
+            pad(&mut out, "%", &spec, false);
+            continue;
+        }
+        if conv == 'n' {
+            out.push('\n');
+            continue;
+        }
+        let idx = match explicit {
+            Some(x) => x,
+            None => {
+                next += 1;
+                next - 1
+            }
+        };
+        last = Some(idx);
+        let arg = *args
+            .get(idx)
+            .ok_or_else(|| format!("Format specifier '%{conv}' has no argument"))?;
+        let mismatch = || format!("conversion '{conv}' cannot format {arg:?}");
+        let text = match (conv, arg) {
+            ('b' | 'B', a) => {
+                let b = match a {
+                    AnyVal::Null => false,
+                    AnyVal::Bool(b) => b,
+                    _ => true,
+                };
+                let mut t = b.to_string();
+                if let Some(p) = spec.precision {
+                    t.truncate(p);
+                }
+                if conv == 'B' {
+                    t = t.to_uppercase();
+                }
+                pad(&mut out, &t, &spec, false);
+                continue;
+            }
+            ('s' | 'S', a) => {
+                let mut t = a.text().unwrap_or_else(|| "null".to_string());
+                if let Some(p) = spec.precision {
+                    t = t.chars().take(p).collect();
+                }
+                if conv == 'S' {
+                    t = t.to_uppercase();
+                }
+                pad(&mut out, &t, &spec, false);
+                continue;
+            }
+            (_, AnyVal::Null) => {
+                pad(&mut out, "null", &spec, false);
+                continue;
+            }
+            ('c' | 'C', AnyVal::Long(v)) => {
+                let c = u32::try_from(v)
+                    .ok()
+                    .and_then(char::from_u32)
+                    .ok_or_else(|| format!("invalid code point {v}"))?;
+                let t = if conv == 'C' {
+                    c.to_uppercase().collect()
+                } else {
+                    c.to_string()
+                };
+                pad(&mut out, &t, &spec, false);
+                continue;
+            }
+            ('d', AnyVal::Long(v)) => {
+                let mut digits = v.unsigned_abs().to_string();
+                if spec.comma {
+                    digits = group_thousands(&digits);
+                }
+                signed(&spec, v < 0, digits)
+            }
+            ('x' | 'X' | 'o', AnyVal::Long(v)) => {
+                let mut t = match conv {
+                    'o' => format!("{v:o}"),
+                    _ => format!("{v:x}"),
+                };
+                if spec.alt {
+                    t.insert_str(0, if conv == 'o' { "0" } else { "0x" });
+                }
+                if conv == 'X' {
+                    t = t.to_uppercase();
+                }
+                t
+            }
+            ('f', AnyVal::Double(v)) => {
+                if !v.is_finite() {
+                    let t = java_fixed(v, 0);
+                    pad(&mut out, &t, &spec, false);
+                    continue;
+                }
+                let t = java_fixed(v.abs(), spec.precision.unwrap_or(6));
+                let t = if spec.comma {
+                    match t.split_once('.') {
+                        Some((a, b)) => format!("{}.{b}", group_thousands(a)),
+                        None => group_thousands(&t),
+                    }
+                } else {
+                    t
+                };
+                signed(&spec, v.is_sign_negative(), t)
+            }
+            ('e' | 'E', AnyVal::Double(v)) => {
+                if !v.is_finite() {
+                    let t = java_fixed(v, 0);
+                    pad(&mut out, &t, &spec, false);
+                    continue;
+                }
+                let t = java_sci(v.abs(), spec.precision.unwrap_or(6));
+                let t = if conv == 'E' { t.to_uppercase() } else { t };
+                signed(&spec, v.is_sign_negative(), t)
+            }
+            ('g' | 'G' | 'a' | 'A' | 'h' | 'H' | 't' | 'T', _) => {
+                return Err(format!("conversion '{conv}' is not supported"));
+            }
+            _ => return Err(mismatch()),
+        };
+        pad(&mut out, &text, &spec, true);
+    }
+    Ok(out)
+}
+
+/// Java's `%.{prec}e` of a non-negative finite `v` (`1.234500e+01`), rounding half-up.
+fn java_sci(v: f64, prec: usize) -> String {
+    let prec = prec.min(400);
+    let sci = format!("{v:e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let mut exp: i64 = exp.parse().unwrap_or(0);
+    let mut ds: Vec<u8> = mant
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .map(|b| b - b'0')
+        .collect();
+    if v == 0.0 {
+        ds = vec![0];
+        exp = 0;
+    }
+    let keep = prec + 1;
+    let round_up = ds.get(keep).is_some_and(|d| *d >= 5);
+    ds.resize(keep, 0);
+    if round_up {
+        let mut i = keep;
+        loop {
+            if i == 0 {
+                ds.insert(0, 1);
+                ds.truncate(keep);
+                exp += 1;
+                break;
+            }
+            i -= 1;
+            if ds[i] == 9 {
+                ds[i] = 0;
+            } else {
+                ds[i] += 1;
+                break;
+            }
+        }
+    }
+    let mut s = String::with_capacity(prec + 8);
+    s.push(char::from(b'0' + ds[0]));
+    if prec > 0 {
+        s.push('.');
+        s.extend(ds[1..].iter().map(|d| char::from(b'0' + d)));
+    }
+    s.push('e');
+    s.push(if exp < 0 { '-' } else { '+' });
+    s.push_str(&format!("{:02}", exp.abs()));
+    s
+}
+
+/// Applies the sign flags to the magnitude text `digits`.
+fn signed(spec: &Spec, negative: bool, digits: String) -> String {
+    if negative {
+        if spec.paren {
+            format!("({digits})")
+        } else {
+            format!("-{digits}")
+        }
+    } else if spec.plus {
+        format!("+{digits}")
+    } else if spec.space {
+        format!(" {digits}")
+    } else {
+        digits
+    }
+}
+
+/// Pads `text` to the width: left-justified with `-`, zero-padded after the sign with `0`
+/// (numeric conversions), else right-justified with spaces.
+fn pad(out: &mut String, text: &str, spec: &Spec, numeric: bool) {
+    let len = text.chars().count();
+    let fill = spec.width.saturating_sub(len);
+    if fill == 0 {
+        out.push_str(text);
+    } else if spec.left {
+        out.push_str(text);
+        out.extend(std::iter::repeat_n(' ', fill));
+    } else if spec.zero && numeric {
+        let sign_len = text
+            .chars()
+            .take_while(|c| matches!(c, '-' | '+' | ' ' | '('))
+            .count();
+        let (sign, rest) = text.split_at(sign_len);
+        let (prefix, rest) = match rest.strip_prefix("0x") {
+            Some(r) => ("0x", r),
+            None => ("", rest),
+        };
+        out.push_str(sign);
+        out.push_str(prefix);
+        out.extend(std::iter::repeat_n('0', fill));
+        out.push_str(rest);
+    } else {
+        out.extend(std::iter::repeat_n(' ', fill));
+        out.push_str(text);
+    }
+}
+
+fn group_thousands(digits: &str) -> String {
+    let n = digits.len();
+    let mut s = String::with_capacity(n + n / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (n - i).is_multiple_of(3) {
+            s.push(',');
+        }
+        s.push(c);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::RecordBatch;
+    use arrow::datatypes::Schema;
+    use datafusion::datasource::MemTable;
+    use datafusion::prelude::{SessionConfig, SessionContext};
+    use dolmen_common::zone::Zone;
+
+    fn ctx() -> SessionContext {
+        let config = SessionConfig::new()
+            .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
+        let ctx = SessionContext::new_with_config(config);
+        super::super::register_druid_functions(&ctx);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Utf8, true),
+            Field::new("i", DataType::Int64, true),
+            Field::new("d", DataType::Float64, true),
+            Field::new("j", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(StringArray::from(vec![Some("Hello"), None, Some("a.b")])),
+                Arc::new(Int64Array::from(vec![Some(10), None, Some(-7)])),
+                Arc::new(Float64Array::from(vec![Some(1.5), None, Some(-2.25)])),
+                Arc::new(StringArray::from(vec![
+                    Some(r#"{"a":{"b":[1,{"c":"x"}]},"d":true}"#),
+                    None,
+                    Some("[1,2]"),
+                ])),
+            ],
+        )
+        .unwrap();
+        ctx.register_table(
+            "t",
+            Arc::new(MemTable::try_new(schema, vec![vec![batch]]).unwrap()),
+        )
+        .unwrap();
+        ctx
+    }
+
+    /// Column 0 of every row, rendered as JSON (`"text"`, `1`, `1.0`, `true`, `null`, `[..]`).
+    async fn col(ctx: &SessionContext, sql: &str) -> Vec<String> {
+        let batches = ctx
+            .sql(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let mut out = Vec::new();
+        for b in batches {
+            for r in 0..b.num_rows() {
+                let mut buf = Vec::new();
+                crate::writer::render_value_json(b.column(0), r, &Zone::Utc, &mut buf).unwrap();
+                out.push(String::from_utf8(buf).unwrap());
+            }
+        }
+        out
+    }
+
+    async fn one(ctx: &SessionContext, sql: &str) -> String {
+        col(ctx, sql).await.remove(0)
+    }
+
+    /// Asserts each `(sql, json)`: the first value of `SELECT sql`.
+    async fn check(ctx: &SessionContext, cases: &[(&str, &str)]) {
+        for (expr, want) in cases {
+            let got = one(ctx, &format!("SELECT {expr}")).await;
+            assert_eq!(got, *want, "{expr}");
+        }
+    }
+
+    async fn result_field(ctx: &SessionContext, sql: &str) -> Field {
+        let df = ctx.sql(sql).await.unwrap();
+        df.schema().field(0).as_ref().clone()
+    }
+
+    async fn fails(ctx: &SessionContext, sql: &str) -> String {
+        match ctx.sql(sql).await {
+            Err(e) => e.to_string(),
+            Ok(df) => match df.collect().await {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{sql} should fail"),
+            },
+        }
+    }
+
+    async fn plan_fails(ctx: &SessionContext, sql: &str) -> String {
+        match ctx.sql(sql).await.and_then(|df| df.into_optimized_plan()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{sql} should fail at planning"),
+        }
+    }
+
+    #[tokio::test]
+    async fn concat_textcat_length() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("CONCAT('a', 'b', 'c')", r#""abc""#),
+                ("CONCAT('a', NULL, 'b')", "null"),
+                ("CONCAT('x', 1, 2.5, TRUE)", r#""x12.5true""#),
+                ("CONCAT('x', CAST(1 AS DOUBLE))", r#""x1.0""#),
+                (
+                    "CONCAT('t', MILLIS_TO_TIMESTAMP(1442018818771))",
+                    r#""t1442018818771""#,
+                ),
+                ("TEXTCAT('a', 'b')", r#""ab""#),
+                ("TEXTCAT('a', NULL)", "null"),
+                ("STRLEN('héllo')", "5"),
+                ("LENGTH('a😀')", "3"),
+                ("CHAR_LENGTH('abc')", "3"),
+                ("CHAR_LENGTH('a😀')", "3"),
+                ("CHARACTER_LENGTH('😀😀')", "4"),
+                ("STRLEN(12345)", "5"),
+                ("CHARACTER_LENGTH('')", "0"),
+                ("LENGTH(NULL)", "null"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            col(&ctx, "SELECT CONCAT(s, '-', i) FROM t").await,
+            [r#""Hello-10""#, "null", r#""a.b--7""#]
+        );
+        assert_eq!(
+            result_field(&ctx, "SELECT STRLEN(s) FROM t")
+                .await
+                .data_type(),
+            &DataType::Int64
+        );
+        plan_fails(&ctx, "SELECT TEXTCAT('a')").await;
+    }
+
+    /// String views and large strings (as scans may produce) are accepted everywhere.
+    #[tokio::test]
+    async fn string_views() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("CONCAT(arrow_cast('a', 'Utf8View'), 'b')", r#""ab""#),
+                ("STRLEN(arrow_cast('abc', 'LargeUtf8'))", "3"),
+                ("LPAD(arrow_cast('a', 'Utf8View'), 3, 'x')", r#""xxa""#),
+                (
+                    "JSON_VALUE(arrow_cast('{\"a\":1}', 'Utf8View'), '$.a')",
+                    r#""1""#,
+                ),
+                ("TO_JSON_STRING(arrow_cast('x', 'Utf8View'))", r#""\"x\"""#),
+                (
+                    "REGEXP_EXTRACT(arrow_cast('a1', 'LargeUtf8'), '[0-9]')",
+                    r#""1""#,
+                ),
+                ("IPV4_PARSE(arrow_cast('1.2.3.4', 'Utf8View'))", "16909060"),
+                (
+                    "IPV4_STRINGIFY(arrow_cast('1.2.3.4', 'Utf8View'))",
+                    r#""1.2.3.4""#,
+                ),
+            ],
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn string_format() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("STRING_FORMAT('%s-%d', 'a', 42)", r#""a-42""#),
+                (
+                    "STRING_FORMAT('%.2f|%f', 3.14159, 2.5)",
+                    r#""3.14|2.500000""#,
+                ),
+                ("STRING_FORMAT('%.1f', 0.25)", r#""0.3""#),
+                ("STRING_FORMAT('%x %X %o', 255, 255, 8)", r#""ff FF 10""#),
+                ("STRING_FORMAT('%x', -1)", r#""ffffffffffffffff""#),
+                (
+                    "STRING_FORMAT('%5d|%-5d|%05d|%+d', 42, 42, -42, 42)",
+                    r#""   42|42   |-0042|+42""#,
+                ),
+                (
+                    "STRING_FORMAT('%,d %,.2f', 1234567, 1234.5)",
+                    r#""1,234,567 1,234.50""#,
+                ),
+                ("STRING_FORMAT('%2$s %1$s %<s', 'a', 'b')", r#""b a a""#),
+                (
+                    "STRING_FORMAT('100%% %s %b', NULL, NULL)",
+                    r#""100% null false""#,
+                ),
+                ("STRING_FORMAT('%s', 1.0)", r#""1.0""#),
+                ("STRING_FORMAT('%S %.2s', 'abc', 'xyz')", r#""ABC xy""#),
+                ("STRING_FORMAT('no args %d')", r#""no args %d""#),
+                ("STRING_FORMAT('%d', 1.5)", r#""%d; 1.5""#),
+                ("STRING_FORMAT('%s %s', 'a')", r#""%s %s; a""#),
+                (
+                    "STRING_FORMAT('%e|%.2E', 12.345, 0.000123456)",
+                    r#""1.234500e+01|1.23E-04""#,
+                ),
+                ("STRING_FORMAT('%.1e', 9.96)", r#""1.0e+01""#),
+                ("STRING_FORMAT(NULL, 1)", "null"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            col(&ctx, "SELECT STRING_FORMAT('%s=%d', s, i) FROM t").await,
+            [r#""Hello=10""#, r#""null=null""#, r#""a.b=-7""#]
+        );
+    }
+
+    #[tokio::test]
+    async fn parse_long_contains() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("PARSE_LONG('123')", "123"),
+                ("PARSE_LONG('-42')", "-42"),
+                ("PARSE_LONG('ff', 16)", "255"),
+                ("PARSE_LONG('0xFF', 16)", "255"),
+                ("PARSE_LONG('101', 2)", "5"),
+                ("PARSE_LONG('12x')", "null"),
+                ("PARSE_LONG('1.5')", "null"),
+                ("PARSE_LONG(NULL)", "null"),
+                ("CONTAINS_STRING('Hello', 'ell')", "true"),
+                ("CONTAINS_STRING('Hello', 'ELL')", "false"),
+                ("ICONTAINS_STRING('Hello', 'ELL')", "true"),
+                ("ICONTAINS_STRING('Hello', 'xyz')", "false"),
+                ("CONTAINS_STRING(NULL, 'a')", "false"),
+                ("ICONTAINS_STRING(NULL, 'a')", "false"),
+                ("CONTAINS_STRING('abc', NULL)", "true"),
+            ],
+        )
+        .await;
+        // As Java's Long.parseLong: an invalid radix is a failed parse.
+        assert_eq!(one(&ctx, "SELECT PARSE_LONG('1', 40)").await, "null");
+        assert_eq!(
+            col(&ctx, "SELECT PARSE_LONG(CAST(i AS VARCHAR), 16) FROM t").await,
+            ["16", "null", "-7"]
+        );
+        assert_eq!(
+            col(
+                &ctx,
+                "SELECT COUNT(*) FROM t WHERE CONTAINS_STRING(s, 'ell')"
+            )
+            .await,
+            ["1"]
+        );
+    }
+
+    #[tokio::test]
+    async fn regexps_and_base64() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("REGEXP_EXTRACT('foo123bar456', '[0-9]+')", r#""123""#),
+                (
+                    "REGEXP_EXTRACT('foo123bar', '([a-z]+)([0-9]+)', 2)",
+                    r#""123""#,
+                ),
+                ("REGEXP_EXTRACT('foo', '[0-9]+')", "null"),
+                ("REGEXP_EXTRACT('ab', 'a(x)?', 1)", "null"),
+                ("REGEXP_EXTRACT(NULL, 'a')", "null"),
+                ("REGEXP_REPLACE('abab', 'a', 'c')", r#""cbcb""#),
+                ("REGEXP_REPLACE('abab', 'a(b)', '$1x')", r#""bxbx""#),
+                ("REGEXP_REPLACE('a.b', '\\.', '\\$')", r#""a$b""#),
+                (
+                    "REGEXP_REPLACE('2024-01', '(?<y>\\d+)-(\\d+)', '${y}/$2')",
+                    r#""2024/01""#,
+                ),
+                ("REGEXP_REPLACE(NULL, 'a', 'b')", "null"),
+                ("REGEXP_LIKE('abc', 'b')", "true"),
+                ("REGEXP_LIKE('abc', '^b')", "false"),
+                ("REGEXP_LIKE(NULL, 'b')", "false"),
+                ("REGEXP_LIKE('abc', NULL)", "true"),
+                ("DECODE_BASE64_UTF8('aGVsbG8=')", r#""hello""#),
+                ("DECODE_BASE64_UTF8('aGVsbG8')", r#""hello""#),
+                ("DECODE_BASE64_UTF8(NULL)", "null"),
+            ],
+        )
+        .await;
+        assert!(
+            plan_fails(&ctx, "SELECT REGEXP_EXTRACT(s, '(a') FROM t")
+                .await
+                .contains("invalid regular expression")
+        );
+        assert!(
+            plan_fails(&ctx, "SELECT REGEXP_EXTRACT(s, '(a)', 2) FROM t")
+                .await
+                .contains("out of range")
+        );
+        assert!(
+            plan_fails(&ctx, "SELECT REGEXP_REPLACE(s, 'a', '$1') FROM t")
+                .await
+                .contains("No group 1")
+        );
+        assert!(
+            fails(&ctx, "SELECT DECODE_BASE64_UTF8('!!!')")
+                .await
+                .contains("invalid base64")
+        );
+        assert_eq!(
+            col(&ctx, "SELECT REGEXP_EXTRACT(s, '^(.)', 1) FROM t").await,
+            [r#""H""#, "null", r#""a""#]
+        );
+    }
+
+    /// DataFusion built-ins kept because they already behave as Druid's.
+    #[tokio::test]
+    async fn kept_builtins() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("REPLACE('aXbXc', 'X', 'yy')", r#""ayybyyc""#),
+                ("REVERSE('abc')", r#""cba""#),
+                ("STRPOS('hello', 'l')", "3"),
+                ("STRPOS('hello', 'z')", "0"),
+                ("POSITION('l' IN 'hello')", "3"),
+                ("SUBSTRING('hello', 2, 3)", r#""ell""#),
+                ("SUBSTR('hello', 2)", r#""ello""#),
+                ("SUBSTRING('hello' FROM 2 FOR 2)", r#""el""#),
+                ("TRIM('  a  ')", r#""a""#),
+                ("TRIM(BOTH 'x' FROM 'xax')", r#""a""#),
+                ("TRIM(LEADING 'x' FROM 'xax')", r#""ax""#),
+                ("TRIM(TRAILING 'x' FROM 'xax')", r#""xa""#),
+                ("BTRIM('xxaxx', 'x')", r#""a""#),
+                ("LTRIM('xxa', 'x')", r#""a""#),
+                ("RTRIM('axx', 'x')", r#""a""#),
+                ("LOWER('AbC')", r#""abc""#),
+                ("UPPER('abc')", r#""ABC""#),
+                ("UPPER(NULL)", "null"),
+                ("'a' || NULL", "null"),
+                ("NVL(NULL, 'x')", r#""x""#),
+                ("NVL('a', 'b')", r#""a""#),
+                ("PI()", "3.141592653589793"),
+                ("COT(1.0)", "0.6420926159343306"),
+                ("LOG10(100)", "2.0"),
+                ("LN(1)", "0.0"),
+                ("ABS(-3)", "3"),
+                ("CEIL(1.2)", "2.0"),
+                ("FLOOR(1.8)", "1.0"),
+                ("POWER(2, 10)", "1024.0"),
+                ("SQRT(4)", "2.0"),
+                ("EXP(0)", "1.0"),
+            ],
+        )
+        .await;
+    }
+
+    /// Replaced built-ins whose edge cases differ in DataFusion.
+    #[tokio::test]
+    async fn pad_left_right_repeat() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("LPAD('abc', 5, 'x')", r#""xxabc""#),
+                ("LPAD('abc', 2, 'x')", r#""ab""#),
+                ("LPAD('abc', 5)", r#""  abc""#),
+                ("RPAD('abc', 6, 'xy')", r#""abcxyx""#),
+                ("RPAD('abc', 2, 'x')", r#""ab""#),
+                ("LPAD('abc', 5, '')", r#""abc""#),
+                ("RPAD('abcdef', 4, '')", r#""abcd""#),
+                ("LPAD('abc', 0, 'x')", "null"),
+                ("RPAD('abc', -1, 'x')", "null"),
+                ("LPAD(NULL, 5, 'x')", "null"),
+                ("LPAD('abc', 5, NULL)", "null"),
+                ("LEFT('hello', 2)", r#""he""#),
+                ("LEFT('hello', 9)", r#""hello""#),
+                ("LEFT('hello', 0)", "\"\""),
+                ("RIGHT('hello', 2)", r#""lo""#),
+                ("RIGHT('hello', 9)", r#""hello""#),
+                ("LEFT(NULL, 2)", "null"),
+                ("REPEAT('ab', 3)", r#""ababab""#),
+                ("REPEAT('ab', 0)", "null"),
+                ("REPEAT(NULL, 2)", "null"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            col(&ctx, "SELECT RPAD(s, 7, '.') FROM t").await,
+            [r#""Hello..""#, "null", r#""a.b....""#]
+        );
+        assert!(
+            plan_fails(&ctx, "SELECT LEFT(s, -1) FROM t")
+                .await
+                .contains("positive integer")
+        );
+        assert!(
+            fails(&ctx, "SELECT RIGHT(s, i - 20) FROM t")
+                .await
+                .contains("positive integer")
+        );
+        // Absurd sizes are errors, not allocations.
+        assert!(
+            fails(&ctx, "SELECT LPAD(s, 2000000000, 'x') FROM t")
+                .await
+                .contains("too large")
+        );
+        assert!(
+            fails(&ctx, "SELECT REPEAT(s, 2000000000) FROM t")
+                .await
+                .contains("too large")
+        );
+        assert_eq!(
+            one(&ctx, "SELECT STRING_FORMAT('%999999999999d', 1)").await,
+            r#""%999999999999d; 1""#
+        );
+    }
+
+    #[tokio::test]
+    async fn truncate_round_mod_div() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("TRUNCATE(12.345, 2)", "12.34"),
+                ("TRUNC(12.345)", "12.0"),
+                ("TRUNC(-12.345, 1)", "-12.3"),
+                ("TRUNCATE(-17.5, -1)", "-10.0"),
+                ("TRUNCATE(1234, -2)", "1200"),
+                ("TRUNCATE(1234)", "1234"),
+                ("TRUNCATE(5700, -2)", "5700"),
+                ("TRUNCATE(-1234, -2)", "-1200"),
+                ("TRUNCATE(NULL, 1)", "null"),
+                ("ROUND(2.5)", "3.0"),
+                ("ROUND(-2.5)", "-3.0"),
+                ("ROUND(12.345, 2)", "12.35"),
+                ("ROUND(1.005, 2)", "1.01"),
+                ("ROUND(15, -1)", "20"),
+                ("ROUND(-15, -1)", "-20"),
+                ("ROUND(1234.5, -2)", "1200.0"),
+                ("ROUND(14)", "14"),
+                ("ROUND(CAST('NaN' AS DOUBLE))", "0.0"),
+                ("ROUND(-0.4)", "0.0"),
+                ("ROUND(-0.45, 1)", "-0.5"),
+                ("MOD(7, 3)", "1"),
+                ("MOD(-7, 3)", "-1"),
+                ("MOD(7.5, 2)", "1.5"),
+                ("MOD(NULL, 2)", "null"),
+                ("DIV(7, 2)", "3"),
+                ("DIV(-7, 2)", "-3"),
+                ("DIV(7.9, 2)", "3"),
+                ("SAFE_DIVIDE(7, 2)", "3"),
+                ("SAFE_DIVIDE(7, 0)", "null"),
+                ("SAFE_DIVIDE(7.0, 2)", "3.5"),
+                ("SAFE_DIVIDE(7.0, 0.0)", "null"),
+                ("SAFE_DIVIDE(0.0, 0.0)", "0.0"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            result_field(&ctx, "SELECT ROUND(i, -1) FROM t")
+                .await
+                .data_type(),
+            &DataType::Int64
+        );
+        assert_eq!(
+            col(&ctx, "SELECT TRUNCATE(d, 0) FROM t").await,
+            ["1.0", "null", "-2.0"]
+        );
+        assert_eq!(
+            col(&ctx, "SELECT MOD(i, 3) FROM t").await,
+            ["1", "null", "-1"]
+        );
+        assert!(
+            fails(&ctx, "SELECT DIV(i, 0) FROM t")
+                .await
+                .contains("division by zero")
+        );
+        assert!(
+            fails(&ctx, "SELECT MOD(i, 0) FROM t")
+                .await
+                .contains("division by zero")
+        );
+        plan_fails(&ctx, "SELECT MOD('a', 2)").await;
+    }
+
+    #[tokio::test]
+    async fn bitwise() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("BITWISE_AND(12, 10)", "8"),
+                ("BITWISE_OR(12, 10)", "14"),
+                ("BITWISE_XOR(12, 10)", "6"),
+                ("BITWISE_COMPLEMENT(0)", "-1"),
+                ("BITWISE_SHIFT_LEFT(1, 4)", "16"),
+                ("BITWISE_SHIFT_LEFT(1, 64)", "1"),
+                ("BITWISE_SHIFT_RIGHT(-16, 2)", "-4"),
+                ("BITWISE_AND(12.9, 10)", "8"),
+                ("BITWISE_AND(NULL, 1)", "null"),
+                (
+                    "BITWISE_CONVERT_DOUBLE_TO_LONG_BITS(1.0)",
+                    "4607182418800017408",
+                ),
+                (
+                    "BITWISE_CONVERT_LONG_BITS_TO_DOUBLE(4607182418800017408)",
+                    "1.0",
+                ),
+                (
+                    "BITWISE_CONVERT_LONG_BITS_TO_DOUBLE(BITWISE_CONVERT_DOUBLE_TO_LONG_BITS(2.5))",
+                    "2.5",
+                ),
+            ],
+        )
+        .await;
+        plan_fails(&ctx, "SELECT BITWISE_AND(1)").await;
+    }
+
+    #[tokio::test]
+    async fn human_readable() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("HUMAN_READABLE_BINARY_BYTE_FORMAT(1024)", r#""1.00 KiB""#),
+                (
+                    "HUMAN_READABLE_BINARY_BYTE_FORMAT(1048576)",
+                    r#""1.00 MiB""#,
+                ),
+                ("HUMAN_READABLE_BINARY_BYTE_FORMAT(1023)", r#""1023 B""#),
+                (
+                    "HUMAN_READABLE_BINARY_BYTE_FORMAT(1000000, 3)",
+                    r#""976.563 KiB""#,
+                ),
+                ("HUMAN_READABLE_BINARY_BYTE_FORMAT(-1536, 0)", r#""-2 KiB""#),
+                (
+                    "HUMAN_READABLE_BINARY_BYTE_FORMAT(-9223372036854775807 - 1)",
+                    r#""-8.00 EiB""#,
+                ),
+                ("HUMAN_READABLE_DECIMAL_BYTE_FORMAT(1024)", r#""1.02 KB""#),
+                ("HUMAN_READABLE_DECIMAL_BYTE_FORMAT(999)", r#""999 B""#),
+                ("HUMAN_READABLE_DECIMAL_BYTE_FORMAT(-1000)", r#""-1.00 KB""#),
+                (
+                    "HUMAN_READABLE_DECIMAL_BYTE_FORMAT(1000000)",
+                    r#""1.00 MB""#,
+                ),
+                ("HUMAN_READABLE_DECIMAL_FORMAT(1024)", r#""1.02 K""#),
+                ("HUMAN_READABLE_DECIMAL_FORMAT(999)", r#""999""#),
+                ("HUMAN_READABLE_DECIMAL_FORMAT(1234567, 1)", r#""1.2 M""#),
+                ("HUMAN_READABLE_DECIMAL_FORMAT(NULL)", "null"),
+            ],
+        )
+        .await;
+        assert!(
+            plan_fails(&ctx, "SELECT HUMAN_READABLE_BINARY_BYTE_FORMAT(1, 4)")
+                .await
+                .contains("[0,3]")
+        );
+    }
+
+    #[tokio::test]
+    async fn ip_functions() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("IPV4_MATCH('192.168.1.5', '192.168.0.0/16')", "true"),
+                ("IPV4_MATCH('10.0.0.1', '192.168.0.0/16')", "false"),
+                ("IPV4_MATCH(3232235777, '192.168.1.0/24')", "true"),
+                ("IPV4_MATCH('not an ip', '192.168.0.0/16')", "false"),
+                ("IPV4_MATCH(NULL, '192.168.0.0/16')", "false"),
+                ("IPV4_MATCH('1.2.3.4', '0.0.0.0/0')", "true"),
+                ("IPV4_PARSE('192.168.1.1')", "3232235777"),
+                ("IPV4_PARSE(3232235777)", "3232235777"),
+                ("IPV4_PARSE(4294967296)", "null"),
+                ("IPV4_PARSE('192.168.1')", "null"),
+                ("IPV4_STRINGIFY(3232235777)", r#""192.168.1.1""#),
+                ("IPV4_STRINGIFY('192.168.1.1')", r#""192.168.1.1""#),
+                ("IPV4_STRINGIFY(-1)", "null"),
+                ("IPV4_STRINGIFY('x')", "null"),
+                ("IPV6_MATCH('2001:db8::1', '2001:db8::/32')", "true"),
+                ("IPV6_MATCH('2001:db9::1', '2001:db8::/32')", "false"),
+                ("IPV6_MATCH('bad', '2001:db8::/32')", "false"),
+            ],
+        )
+        .await;
+        assert!(
+            plan_fails(&ctx, "SELECT IPV4_MATCH(s, '1.2.3.4/33') FROM t")
+                .await
+                .contains("prefix")
+        );
+        assert!(
+            plan_fails(&ctx, "SELECT IPV6_MATCH(s, 'zz/8') FROM t")
+                .await
+                .contains("IPv6")
+        );
+    }
+
+    #[tokio::test]
+    async fn json_functions() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                (
+                    "PARSE_JSON('{\"a\": [1, 2.5, \"x\"]}')",
+                    r#""{\"a\":[1,2.5,\"x\"]}""#,
+                ),
+                ("TRY_PARSE_JSON('{bad')", "null"),
+                ("TO_JSON_STRING('abc')", r#""\"abc\"""#),
+                ("TO_JSON_STRING(12)", r#""12""#),
+                ("TO_JSON_STRING(1e10)", r#""1.0E10""#),
+                ("PARSE_JSON('[1e10, 2.50, 3]')", r#""[1.0E10,2.5,3]""#),
+                ("JSON_VALUE('{\"a\":1e-5}', '$.a')", r#""1.0E-5""#),
+                (
+                    "TO_JSON_STRING(PARSE_JSON('{\"a\" : 1}'))",
+                    r#""{\"a\":1}""#,
+                ),
+                ("TO_JSON_STRING(NULL)", "null"),
+                ("JSON_VALUE('{\"a\":{\"b\":[7,8]}}', '$.a.b[1]')", r#""8""#),
+                ("JSON_VALUE('{\"a\":{\"b\":[7,8]}}', '$.a.b[-1]')", r#""8""#),
+                ("JSON_VALUE('{\"a\":{\"b\":[7,8]}}', '$.a.b')", "null"),
+                ("JSON_VALUE('{\"a\":\"x\"}', '$[''a'']')", r#""x""#),
+                ("JSON_VALUE('{\"a\":true}', '$.a')", r#""true""#),
+                ("JSON_VALUE('{\"a\":null}', '$.a')", "null"),
+                ("JSON_VALUE('{\"a\":1}', '$.missing')", "null"),
+                (
+                    "JSON_QUERY('{\"a\":{\"b\":[7,8]}}', '$.a')",
+                    r#""{\"b\":[7,8]}""#,
+                ),
+                ("JSON_QUERY('{\"a\":1}', '$.b')", "null"),
+                ("JSON_QUERY('{\"a\":null}', '$.a')", "null"),
+                ("JSON_QUERY_ARRAY('{\"a\":null}', '$.a')", "null"),
+                ("PARSE_JSON('null')", "null"),
+                (
+                    "JSON_QUERY_ARRAY('{\"a\":[{\"x\":1},2]}', '$.a')",
+                    r#"[{"x":1},2]"#,
+                ),
+                (
+                    "JSON_QUERY_ARRAY('{\"a\":{\"x\":1}}', '$.a')",
+                    r#"[{"x":1}]"#,
+                ),
+                (
+                    "JSON_KEYS('{\"a\":{\"x\":1,\"y\":2}}', '$.a')",
+                    r#"["x","y"]"#,
+                ),
+                ("JSON_KEYS('{\"a\":[5,6]}', '$.a')", r#"["0","1"]"#),
+                ("JSON_KEYS('{\"a\":1}', '$.a')", "null"),
+                (
+                    "JSON_PATHS('{\"a\":{\"b\":1,\"c\":[1,2]},\"x.y\":null,\"o\":[{\"p\":1}]}')",
+                    r#"["$.a.b","$.a.c","$.['x.y']","$.o[0].p"]"#,
+                ),
+                ("JSON_PATHS('3')", r#"["$."]"#),
+                ("JSON_PATHS('[{\"a\":1},2]')", r#"["$[0].a","$[1]"]"#),
+                ("JSON_VALUE('5', '$')", r#""5""#),
+                (
+                    "JSON_MERGE('{\"a\":{\"x\":1,\"l\":[1]},\"b\":1}', '{\"a\":{\"y\":2,\"l\":[2]},\"b\":{\"z\":0}}')",
+                    r#""{\"a\":{\"x\":1,\"l\":[1,2],\"y\":2},\"b\":{\"z\":0}}""#,
+                ),
+                ("JSON_MERGE('[1]', '[2]', '[3]')", r#""[1,2,3]""#),
+                ("JSON_OBJECT('age', 1, 'name', 'x')", r#""{\"name\":\"x\",\"age\":1}""#),
+                ("JSON_OBJECT('a', 1, 'a', 2)", r#""{\"a\":2}""#),
+                ("TRY_PARSE_JSON(5)", "null"),
+                (
+                    "JSON_MERGE('{\"a\":1,\"b\":2}', PARSE_JSON('{\"b\":3,\"c\":4}'))",
+                    r#""{\"a\":1,\"b\":3,\"c\":4}""#,
+                ),
+                ("JSON_MERGE('{\"a\":1}', NULL)", "null"),
+                (
+                    "JSON_OBJECT('a', 1, 'b', 'x', 'c', PARSE_JSON('[1]'), 'd', NULL)",
+                    r#""{\"a\":1,\"b\":\"x\",\"c\":[1],\"d\":null}""#,
+                ),
+            ],
+        )
+        .await;
+        assert_eq!(
+            col(&ctx, "SELECT JSON_VALUE(j, '$.a.b[1].c') FROM t").await,
+            [r#""x""#, "null", "null"]
+        );
+        assert_eq!(
+            col(&ctx, "SELECT JSON_VALUE(j, '$[0]') FROM t").await,
+            ["null", "null", r#""1""#]
+        );
+        // A path per row.
+        assert_eq!(
+            col(
+                &ctx,
+                "SELECT JSON_VALUE(j, CASE WHEN i > 0 THEN '$.d' ELSE '$[1]' END) FROM t"
+            )
+            .await,
+            [r#""true""#, "null", r#""2""#]
+        );
+        // JSON results carry the COMPLEX<json> marker, also through aliases and subqueries.
+        for sql in [
+            "SELECT PARSE_JSON(j) FROM t",
+            "SELECT JSON_QUERY(j, '$.a') AS q FROM t",
+            "SELECT x FROM (SELECT JSON_OBJECT('k', s) AS x FROM t)",
+            "SELECT p, COUNT(*) FROM (SELECT PARSE_JSON(j) AS p FROM t) GROUP BY p",
+            "SELECT PARSE_JSON(j) AS p FROM t ORDER BY s",
+            "SELECT PARSE_JSON(j) AS p FROM t UNION ALL SELECT PARSE_JSON('1')",
+        ] {
+            assert!(is_json_field(&result_field(&ctx, sql).await), "{sql}");
+        }
+        assert!(!is_json_field(
+            &result_field(&ctx, "SELECT JSON_VALUE(j, '$.d') FROM t").await
+        ));
+        assert!(
+            plan_fails(&ctx, "SELECT JSON_VALUE(j, 'a.b') FROM t")
+                .await
+                .contains("must start with '$'")
+        );
+        assert!(
+            plan_fails(&ctx, "SELECT JSON_QUERY(j, '$[x]') FROM t")
+                .await
+                .contains("array index")
+        );
+        assert!(
+            fails(&ctx, "SELECT PARSE_JSON('{bad')")
+                .await
+                .contains("cannot parse")
+        );
+        assert!(
+            fails(&ctx, "SELECT JSON_MERGE('{}', '[1]')")
+                .await
+                .contains("cannot merge")
+        );
+        plan_fails(&ctx, "SELECT JSON_OBJECT('a')").await;
+        plan_fails(&ctx, "SELECT JSON_MERGE('{}')").await;
+        assert!(
+            plan_fails(&ctx, "SELECT PARSE_JSON(5)")
+                .await
+                .contains("expected STRING")
+        );
+        assert!(
+            fails(&ctx, "SELECT JSON_OBJECT(1, 2)")
+                .await
+                .contains("field name must be a STRING")
+        );
+        // `JSON_VALUE(.. RETURNING type)` parses but DataFusion's planner rejects the clause.
+        assert!(
+            ctx.sql("SELECT JSON_VALUE(j, '$.d' RETURNING BIGINT) FROM t")
+                .await
+                .is_err()
+        );
+        // Nor does the `key: value` form.
+        assert!(ctx.sql("SELECT JSON_OBJECT('a': 1)").await.is_err());
+        // The SQL-standard `KEY .. VALUE ..` form does not get through the parser.
+        assert!(
+            ctx.sql("SELECT JSON_OBJECT(KEY 'a' VALUE 1)")
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn json_columns_render_as_druid_complex_json() {
+        use crate::writer::{ResultFormat, ResultWriter, column_infos, render_all};
+        let ctx = ctx();
+        let df = ctx
+            .sql("SELECT PARSE_JSON(j) AS p, JSON_QUERY_ARRAY(j, '$.a.b') AS qa FROM t")
+            .await
+            .unwrap();
+        let schema = df.schema().as_arrow().clone();
+        let batches = df.collect().await.unwrap();
+        let cols = column_infos(&schema);
+        assert_eq!(cols[0].native_type, "COMPLEX<json>");
+        assert_eq!(cols[0].sql_type, "OTHER");
+        assert_eq!(cols[1].native_type, "ARRAY<COMPLEX<json>>");
+        assert_eq!(cols[1].sql_type, "ARRAY");
+        let render = |format: ResultFormat, stringify: bool| {
+            let mut w = ResultWriter::new(format, cols.clone(), true, true, true, Zone::Utc)
+                .with_stringify_arrays(stringify);
+            String::from_utf8(render_all(&mut w, &batches).unwrap()).unwrap()
+        };
+        assert_eq!(
+            render(ResultFormat::ArrayLines, false),
+            concat!(
+                "[\"p\",\"qa\"]\n",
+                "[\"COMPLEX<json>\",\"ARRAY<COMPLEX<json>>\"]\n",
+                "[\"OTHER\",\"ARRAY\"]\n",
+                "[{\"a\":{\"b\":[1,{\"c\":\"x\"}]},\"d\":true},[1,{\"c\":\"x\"}]]\n",
+                "[null,null]\n",
+                "[[1,2],null]\n\n",
+            )
+        );
+        assert_eq!(
+            render(ResultFormat::Object, true),
+            concat!(
+                "[{\"p\":{\"type\":\"COMPLEX<json>\",\"sqlType\":\"OTHER\"},",
+                "\"qa\":{\"type\":\"ARRAY<COMPLEX<json>>\",\"sqlType\":\"ARRAY\"}},",
+                "{\"p\":{\"a\":{\"b\":[1,{\"c\":\"x\"}]},\"d\":true},\"qa\":\"[1,{\\\"c\\\":\\\"x\\\"}]\"},",
+                "{\"p\":null,\"qa\":null},",
+                "{\"p\":[1,2],\"qa\":null}]\n",
+            )
+        );
+        assert_eq!(
+            render(ResultFormat::Csv, true),
+            concat!(
+                "p,qa\n",
+                "COMPLEX<json>,ARRAY<COMPLEX<json>>\n",
+                "OTHER,ARRAY\n",
+                "\"{\"\"a\"\":{\"\"b\"\":[1,{\"\"c\"\":\"\"x\"\"}]},\"\"d\"\":true}\",\"[1,{\"\"c\"\":\"\"x\"\"}]\"\n",
+                ",\n",
+                "\"[1,2]\",\n",
+                "\n",
+            )
+        );
+    }
+
+    #[test]
+    fn java_number_formatting() {
+        assert_eq!(java_fixed(1.048, 2), "1.05");
+        assert_eq!(java_fixed(0.125, 2), "0.13");
+        assert_eq!(java_fixed(-0.001, 2), "-0.00");
+        assert_eq!(java_fixed(999.999, 2), "1000.00");
+        assert_eq!(java_fixed(1e20, 1), "100000000000000000000.0");
+        assert_eq!(java_fixed(5e-7, 3), "0.000");
+        assert_eq!(round_double(1234.5678, -2), 1200.0);
+        assert_eq!(round_double(f64::INFINITY, 0), f64::MAX);
+        assert_eq!(round_long(i64::MAX, -1), i64::MIN + 2);
+        assert_eq!(truncate_double(1e20, 0), 9.223372036854776e18);
+        assert_eq!(java_replacement("$10", 11).as_deref(), Ok("${10}"));
+        assert_eq!(java_replacement("$10", 2).as_deref(), Ok("${1}0"));
+        // Extreme inputs do not panic.
+        for v in [f64::MAX, f64::MIN_POSITIVE, -f64::MAX, 0.0, -0.0] {
+            for d in [-500, -20, -1, 0, 1, 20, 500] {
+                let _ = round_double(v, d);
+                let _ = truncate_double(v, d);
+            }
+            let _ = java_fixed(v, 3);
+        }
+        assert!(java_format("%999999999999d", &[AnyVal::Long(1)]).is_err());
+        assert!(java_format("%.99999999f", &[AnyVal::Double(1.0)]).is_err());
+        assert_eq!(java_fixed(1.5, 10_000).len(), 10_002);
+        for v in [i64::MIN, i64::MAX, 0, -1] {
+            for d in [i64::MIN, -40, -19, -18, -1, 0, 5, i64::MAX] {
+                let _ = round_long(v, d);
+                let _ = truncate_long(v, d);
+            }
+            let _ = human_binary(v, 3);
+            let _ = human_decimal(v, 0, "B");
+        }
+    }
 }
