@@ -16,8 +16,11 @@
 //!
 //! Filters match whole rows, so a row passing `WHERE mv = 'a'` still groups by all of its values,
 //! as in Druid (use `MV_FILTER_ONLY` to keep only some). The rule rewrites `Filter` predicates
-//! and plain-column `GROUP BY` keys (not grouping sets, not expressions over `mv`, which Druid
-//! evaluates per value); elsewhere the column stays a list and renders as Druid's array text.
+//! and `GROUP BY` keys that are multi-value columns or expressions returning multi-value strings
+//! (the `MV_*` functions, `STRING_TO_MV`), which are computed below the aggregate and unnested
+//! the same way. Not rewritten: grouping sets, and scalar expressions over `mv` such as
+//! `UPPER(mv)` (Druid maps them over each value); elsewhere the column stays a list and renders
+//! as Druid's array text.
 
 use std::sync::Arc;
 
@@ -25,6 +28,7 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{Column, DFSchema, Result, UnnestOptions};
 use datafusion::config::ConfigOptions;
 use datafusion::functions_nested::expr_fn::{array_has, array_has_any, cardinality, make_array};
+use datafusion::logical_expr::ExprSchemable;
 use datafusion::logical_expr::expr::InList;
 use datafusion::logical_expr::{
     Aggregate, BinaryExpr, Expr, Filter, LogicalPlan, LogicalPlanBuilder, Operator, lit, when,
@@ -72,6 +76,8 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
             Ok(Transformed::yes(LogicalPlan::Filter(filter)))
         }
         LogicalPlan::Aggregate(a) => {
+            let materialized = materialize_multi_value_keys(&a)?;
+            let a = materialized.unwrap_or(a);
             let schema = Arc::clone(a.input.schema());
             let unnest: Vec<Column> = a
                 .group_expr
@@ -130,6 +136,51 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
         }
         other => Ok(Transformed::no(other)),
     }
+}
+
+/// For `GROUP BY` keys that are expressions returning multi-value strings (`MV_FILTER_ONLY(tags,
+/// ...)`, `STRING_TO_MV(...)`): an aggregate whose input also computes each such key as a
+/// column named like the expression, grouped by that column, so that the key is unnested like a
+/// multi-value column. `None` when no key needs it.
+fn materialize_multi_value_keys(a: &Aggregate) -> Result<Option<Aggregate>> {
+    let schema = Arc::clone(a.input.schema());
+    let mut extra = Vec::new();
+    let mut keys = Vec::with_capacity(a.group_expr.len());
+    for e in &a.group_expr {
+        if !matches!(e, Expr::Column(_) | Expr::GroupingSet(_)) {
+            let (_, field) = e.to_field(&schema)?;
+            if field
+                .metadata()
+                .contains_key(dolmen_segment::MULTI_VALUE_METADATA_KEY)
+                && matches!(
+                    field.data_type(),
+                    datafusion::arrow::datatypes::DataType::List(_)
+                )
+            {
+                let name = e.schema_name().to_string();
+                extra.push(e.clone().alias(&name));
+                keys.push(Expr::Column(Column::from_name(name)));
+                continue;
+            }
+        }
+        keys.push(e.clone());
+    }
+    if extra.is_empty() {
+        return Ok(None);
+    }
+    let mut projection: Vec<Expr> = schema
+        .iter()
+        .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+        .collect();
+    projection.extend(extra);
+    let input = LogicalPlanBuilder::from(a.input.as_ref().clone())
+        .project(projection)?
+        .build()?;
+    Ok(Some(Aggregate::try_new(
+        Arc::new(input),
+        keys,
+        a.aggr_expr.clone(),
+    )?))
 }
 
 /// One predicate node over a multi-value column, rewritten as the module docs say.
@@ -278,6 +329,28 @@ mod tests {
             )
             .await,
             vec![vec!["a", "2"], vec!["b", "1"]]
+        );
+    }
+
+    #[tokio::test]
+    async fn group_by_multi_value_expressions_unnests_their_values() {
+        let ctx = ctx();
+        assert_eq!(
+            rows(
+                &ctx,
+                "SELECT MV_FILTER_ONLY(tags, ARRAY['a', 'c']) AS f, COUNT(*) AS c FROM t \
+                 GROUP BY 1 ORDER BY 1 NULLS FIRST"
+            )
+            .await,
+            vec![vec!["null", "2"], vec!["a", "2"], vec!["c", "1"]]
+        );
+        assert_eq!(
+            rows(
+                &ctx,
+                "SELECT STRING_TO_MV('x,y', ','), SUM(n) FROM t GROUP BY 1 ORDER BY 1"
+            )
+            .await,
+            vec![vec!["x", "15"], vec!["y", "15"]]
         );
     }
 
