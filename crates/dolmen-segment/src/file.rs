@@ -16,6 +16,12 @@ use crate::TIME_COLUMN;
 /// Rows per Parquet row group of a segment file.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 
+/// Most rows per Parquet data page of a segment file: Druid's compressed column blocks (64 KiB,
+/// 8192 longs). Reading one row decompresses and decodes its page, so small pages keep
+/// index-driven point reads (the query engine's value indexes) cheap; the page index
+/// (statistics per page) lets scans skip pages.
+pub const PAGE_ROWS: usize = 8192;
+
 /// Druid column value types that segments store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -294,6 +300,7 @@ impl SegmentFileWriter {
             .set_compression(compression)
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_data_page_row_count_limit(PAGE_ROWS)
             .set_created_by("dolmen".to_string())
             .build();
         let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
