@@ -22,6 +22,13 @@ pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// (statistics per page) lets scans skip pages.
 pub const PAGE_ROWS: usize = 8192;
 
+/// Largest Parquet dictionary page of a column chunk, bytes. A column whose distinct values
+/// outgrow it (high-cardinality dimensions such as page titles or user names) falls back to
+/// plain pages: reading one row of a dictionary-encoded chunk decodes the whole dictionary, so a
+/// large dictionary would make every point read cost a full column chunk. Low-cardinality
+/// columns keep their dictionaries.
+pub const DICTIONARY_PAGE_BYTES: usize = 64 * 1024;
+
 /// Druid column value types that segments store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -301,6 +308,7 @@ impl SegmentFileWriter {
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_data_page_row_count_limit(PAGE_ROWS)
+            .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
             .set_created_by("dolmen".to_string())
             .build();
         let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
