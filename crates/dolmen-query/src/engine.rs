@@ -651,6 +651,7 @@ fn parameter_value(i: usize, p: &SqlParameter) -> Result<ScalarValue, QueryError
             }),
             None,
         ),
+        "ARRAY" => array_parameter(&p.value).ok_or_else(bad)?,
         other => {
             return Err(QueryError::InvalidInput(format!(
                 "parameters[{i}]: unsupported parameter type [{other}]"
@@ -659,9 +660,99 @@ fn parameter_value(i: usize, p: &SqlParameter) -> Result<ScalarValue, QueryError
     })
 }
 
+/// An `ARRAY` parameter's JSON list as a list literal whose element type follows the values,
+/// as Druid infers it: all integers `ARRAY<BIGINT>`, any other number `ARRAY<DOUBLE>`, strings
+/// `ARRAY<VARCHAR>` (also for a list of nulls only); nulls stay null elements. `None` for a
+/// value that is not a list, for nested lists or objects, and for lists mixing strings with
+/// numbers or booleans.
+fn array_parameter(v: &Value) -> Option<ScalarValue> {
+    use arrow::datatypes::DataType;
+    let items = v.as_array()?;
+    let kinds: Vec<u8> = items
+        .iter()
+        .filter(|x| !x.is_null())
+        .map(|x| match x {
+            Value::Number(n) if n.is_i64() => Some(0),
+            Value::Number(_) => Some(1),
+            Value::String(_) => Some(2),
+            Value::Bool(_) => Some(3),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let numeric = kinds.iter().all(|k| *k <= 1);
+    let kind = match (kinds.iter().max(), numeric) {
+        (None, _) => 2,
+        (Some(_), true) => *kinds.iter().max()?,
+        (Some(k), false) if kinds.iter().all(|x| x == k) => *k,
+        _ => return None,
+    };
+    let (dt, values): (DataType, Vec<ScalarValue>) = match kind {
+        0 => (
+            DataType::Int64,
+            items
+                .iter()
+                .map(|x| ScalarValue::Int64(x.as_i64()))
+                .collect(),
+        ),
+        1 => (
+            DataType::Float64,
+            items
+                .iter()
+                .map(|x| ScalarValue::Float64(x.as_f64()))
+                .collect(),
+        ),
+        3 => (
+            DataType::Boolean,
+            items
+                .iter()
+                .map(|x| ScalarValue::Boolean(x.as_bool()))
+                .collect(),
+        ),
+        _ => (
+            DataType::Utf8,
+            items
+                .iter()
+                .map(|x| ScalarValue::Utf8(x.as_str().map(str::to_string)))
+                .collect(),
+        ),
+    };
+    Some(ScalarValue::List(ScalarValue::new_list_nullable(
+        &values, &dt,
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn array_parameters_take_their_element_type_from_the_values() {
+        let p = |v: Value| {
+            parameter_value(
+                0,
+                &SqlParameter {
+                    sql_type: "ARRAY".into(),
+                    value: v,
+                },
+            )
+        };
+        let dt = |v: Value| p(v).unwrap().data_type().to_string();
+        assert_eq!(dt(serde_json::json!([1, null, 3])), "List(Int64)");
+        assert_eq!(dt(serde_json::json!([1, 2.5])), "List(Float64)");
+        assert_eq!(dt(serde_json::json!(["a", null])), "List(Utf8)");
+        assert_eq!(dt(serde_json::json!([null])), "List(Utf8)");
+        assert_eq!(dt(serde_json::json!([])), "List(Utf8)");
+        assert_eq!(dt(serde_json::json!([true])), "List(Boolean)");
+        for bad in [
+            serde_json::json!(["a", 1]),
+            serde_json::json!([[1]]),
+            serde_json::json!({"a": 1}),
+            serde_json::json!("x"),
+        ] {
+            let e = p(bad.clone()).unwrap_err().to_string();
+            assert!(e.contains("parameters[0]"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn parse_errors_read_like_druid() {

@@ -568,3 +568,38 @@ fn equality_filters_through_value_indexes_match_full_scans() {
         0
     );
 }
+
+#[test]
+fn array_parameters_bind_as_typed_arrays() {
+    let (_dir, server) = loaded();
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({
+            "query": "SELECT COUNT(*) AS c, ARRAY_LENGTH(?) AS n FROM wikipedia \
+                      WHERE SCALAR_IN_ARRAY(channel, ?)",
+            "parameters": [
+                {"type": "ARRAY", "value": [1.5, null, 3]},
+                {"type": "ARRAY", "value": ["#en.wikipedia", "#de.wikipedia", null]}
+            ]
+        }),
+    );
+    assert_eq!(code, 200, "{body}");
+    let want = server.sql(
+        "SELECT COUNT(*) AS c FROM wikipedia WHERE channel IN ('#en.wikipedia', '#de.wikipedia')",
+    )[0]["c"]
+        .clone();
+    assert_eq!(body, json!([{"c": want, "n": 3}]));
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "SELECT ARRAY_LENGTH(?)",
+                "parameters": [{"type": "ARRAY", "value": ["a", 1]}]}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("parameters[0]"),
+        "{body}"
+    );
+}
