@@ -191,7 +191,10 @@ impl HyperLogLogCollector {
         scratch.clear();
         if value.is_ascii() {
             // An ASCII char is one UTF-16 unit: the byte, then 0.
-            scratch.extend(value.bytes().flat_map(|b| [b, 0]));
+            scratch.resize(value.len() * 2, 0);
+            for (pair, b) in scratch.chunks_exact_mut(2).zip(value.bytes()) {
+                pair[0] = b;
+            }
         } else {
             for unit in value.encode_utf16() {
                 scratch.extend_from_slice(&unit.to_le_bytes());
