@@ -16,8 +16,9 @@ pub mod id;
 pub mod timeline;
 
 pub use file::{
-    ColumnKind, ColumnType, DRUID_TYPE_METADATA_KEY, MULTI_VALUE_METADATA_KEY, SegmentColumn,
-    SegmentFileWriter, SegmentSchema, multi_value_string_type,
+    ColumnKind, ColumnType, DICTIONARY_PAGE_BYTES, DRUID_TYPE_METADATA_KEY,
+    MULTI_VALUE_METADATA_KEY, PAGE_ROWS, SegmentColumn, SegmentFileWriter, SegmentSchema,
+    multi_value_string_type,
 };
 pub use id::{DataSegment, LoadSpec, SegmentId, ShardSpec};
 pub use timeline::{Timeline, TimelineEntry};

@@ -45,7 +45,6 @@
 //! sizes the sparse array as `7 + 3 * numNonZeroRegisters`, so when both nibbles of a byte are
 //! set the array ends with all-zero padding entries. We reproduce that byte for byte.
 
-
 use crate::SketchError;
 
 /// Number of buckets (registers): `2^11`.
