@@ -1848,43 +1848,38 @@ fn ipv4_values(a: &ArrayRef) -> Vec<Option<u32>> {
         .collect()
 }
 
-fn parse_v4_subnet(s: &str) -> std::result::Result<(u32, u32), String> {
+/// `addr/bits` CIDR text: the address (IPv4 or IPv6, `family` names it in errors) and the
+/// prefix length, at most `max_bits`.
+fn parse_cidr<A: std::str::FromStr>(
+    s: &str,
+    family: &str,
+    max_bits: u32,
+) -> std::result::Result<(A, u32), String> {
     let (addr, bits) = s
         .split_once('/')
         .ok_or_else(|| format!("subnet [{s}] is not in CIDR notation"))?;
-    let addr: std::net::Ipv4Addr = addr
+    let addr: A = addr
         .parse()
-        .map_err(|_| format!("subnet [{s}] has an invalid IPv4 address"))?;
+        .map_err(|_| format!("subnet [{s}] has an invalid {family} address"))?;
     let bits: u32 = bits
         .parse()
         .ok()
-        .filter(|b| *b <= 32)
+        .filter(|b| *b <= max_bits)
         .ok_or_else(|| format!("subnet [{s}] has an invalid prefix length"))?;
-    let mask = if bits == 0 {
-        0
-    } else {
-        u32::MAX << (32 - bits)
-    };
+    Ok((addr, bits))
+}
+
+/// An IPv4 subnet as (network address, mask).
+fn parse_v4_subnet(s: &str) -> std::result::Result<(u32, u32), String> {
+    let (addr, bits) = parse_cidr::<std::net::Ipv4Addr>(s, "IPv4", 32)?;
+    let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
     Ok((u32::from(addr), mask))
 }
 
+/// An IPv6 subnet as (network address, mask).
 fn parse_v6_subnet(s: &str) -> std::result::Result<(u128, u128), String> {
-    let (addr, bits) = s
-        .split_once('/')
-        .ok_or_else(|| format!("subnet [{s}] is not in CIDR notation"))?;
-    let addr: std::net::Ipv6Addr = addr
-        .parse()
-        .map_err(|_| format!("subnet [{s}] has an invalid IPv6 address"))?;
-    let bits: u32 = bits
-        .parse()
-        .ok()
-        .filter(|b| *b <= 128)
-        .ok_or_else(|| format!("subnet [{s}] has an invalid prefix length"))?;
-    let mask = if bits == 0 {
-        0
-    } else {
-        u128::MAX << (128 - bits)
-    };
+    let (addr, bits) = parse_cidr::<std::net::Ipv6Addr>(s, "IPv6", 128)?;
+    let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
     Ok((u128::from(addr), mask))
 }
 
