@@ -455,6 +455,9 @@ pub struct Interval {
     pub end: i64,
 }
 
+/// How Druid prints `Intervals.ETERNITY` ([`Interval::ETERNITY`]).
+pub const ETERNITY_TEXT: &str = "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z";
+
 impl Interval {
     /// The interval covering all time, as Druid's `Intervals.ETERNITY`.
     pub const ETERNITY: Interval = Interval {
@@ -484,6 +487,11 @@ impl Interval {
     /// A [`TimeError`] naming the text.
     pub fn parse(s: &str) -> Result<Interval, TimeError> {
         let t = s.trim();
+        // Druid prints `Intervals.ETERNITY` with years outside ISO 8601's four digits; read it
+        // back as written (e.g. MSQ's `replaceTimeChunks` for OVERWRITE ALL).
+        if t == ETERNITY_TEXT || t.replace('_', "/") == ETERNITY_TEXT {
+            return Ok(Interval::ETERNITY);
+        }
         let parts = t.split_once('/').or_else(|| t.split_once('_'));
         Interval::from_parts(s, parts, &Zone::Utc)
     }
@@ -900,6 +908,15 @@ impl PreparedGranularity {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn eternity_round_trips_as_druid_prints_it() {
+        assert_eq!(Interval::ETERNITY.to_string(), ETERNITY_TEXT);
+        assert_eq!(Interval::parse(ETERNITY_TEXT).unwrap(), Interval::ETERNITY);
+        let json = serde_json::to_string(&Interval::ETERNITY).unwrap();
+        let back: Interval = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, Interval::ETERNITY);
+    }
+
     use super::*;
 
     #[test]
