@@ -395,7 +395,7 @@ pub fn plan(
 
 /// The DataFusion memory pool size: `maxBytesInMemory` when positive, else a sixth of physical
 /// memory (Druid's default is a sixth of the JVM heap), at least 64 MiB.
-fn memory_budget(max_bytes_in_memory: Option<i64>) -> usize {
+pub fn memory_budget(max_bytes_in_memory: Option<i64>) -> usize {
     const MIN: usize = 64 << 20;
     if let Some(b) = max_bytes_in_memory.filter(|b| *b > 0) {
         return usize::try_from(b).unwrap_or(usize::MAX).max(MIN);
@@ -629,30 +629,8 @@ async fn run(
     cancel: &CancellationToken,
 ) -> DfResult<Vec<BuiltSegment>> {
     let partitions = sort_partitions(plan.threads, plan.memory_bytes);
-    let mut config = SessionConfig::new()
-        .with_target_partitions(plan.threads)
-        .with_batch_size(batch_rows(plan.memory_bytes, partitions))
-        .with_repartition_file_scans(true)
-        .with_repartition_file_min_size(4 << 20);
-    config.options_mut().execution.parquet.pushdown_filters = false;
-    // Each sort partition concatenates its buffered batches into runs of up to this size and
-    // sorts each run at once; fewer, larger runs make the final merge cheap. Capped so string
-    // columns stay within Arrow's 32-bit offsets.
-    config.options_mut().execution.sort_in_place_threshold_bytes =
-        (plan.memory_bytes / plan.threads).clamp(1 << 20, 512 << 20);
-    // Each sort partition keeps this much aside for its final merge; DataFusion's default
-    // (10 MiB) times the partitions would not fit a small budget.
-    config.options_mut().execution.sort_spill_reservation_bytes =
-        (plan.memory_bytes / (8 * partitions)).min(10 << 20);
-    // Fair shares, so one sort partition cannot take the memory another needs for its first
-    // batch, with idle shares lent out (chunks hash to partitions unevenly).
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_pool(Arc::new(LendingFairPool::new(plan.memory_bytes)))
-        .with_disk_manager_builder(
-            DiskManagerBuilder::default()
-                .with_mode(DiskManagerMode::Directories(vec![dir.to_path_buf()])),
-        )
-        .build_arc()?;
+    let config = tune_build_config(SessionConfig::new(), plan.threads, plan.memory_bytes);
+    let runtime = build_runtime(plan.memory_bytes, dir)?;
     let ctx = SessionContext::new_with_config_rt(config, runtime);
     let paths: Vec<String> = plan
         .files
@@ -716,41 +694,146 @@ async fn run(
         df = df.aggregate(group, aggs)?;
     }
     let physical = df.create_physical_plan().await?;
-    let schema = physical.schema();
+    let sort_after_time = if plan.rollup {
+        plan.dims.iter().map(|d| d.name.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    let layout = SegmentLayout {
+        schema: segment_schema(plan),
+        segment_granularity: plan.segment_granularity.clone(),
+        max_rows_per_segment: plan.max_rows_per_segment,
+        compression: plan.compression,
+        sort_after_time,
+        partitions,
+    };
+    write_sorted_segments(physical, ctx.task_ctx(), &layout, dir, cancel).await
+}
+
+/// `config` set up for a segment build on `threads` threads within `memory_bytes`: target
+/// partitions, large batches ([`batch_rows`]), file scans split by range, sort runs and merge
+/// reservations sized to the budget.
+pub fn tune_build_config(
+    config: SessionConfig,
+    threads: usize,
+    memory_bytes: usize,
+) -> SessionConfig {
+    let threads = threads.max(1);
+    let partitions = sort_partitions(threads, memory_bytes);
+    let mut config = config
+        .with_target_partitions(threads)
+        .with_batch_size(batch_rows(memory_bytes, partitions))
+        .with_repartition_file_scans(true)
+        .with_repartition_file_min_size(4 << 20);
+    config.options_mut().execution.parquet.pushdown_filters = false;
+    // Each sort partition concatenates its buffered batches into runs of up to this size and
+    // sorts each run at once; fewer, larger runs make the final merge cheap. Capped so string
+    // columns stay within Arrow's 32-bit offsets.
+    config.options_mut().execution.sort_in_place_threshold_bytes =
+        (memory_bytes / threads).clamp(1 << 20, 512 << 20);
+    // Each sort partition keeps this much aside for its final merge; DataFusion's default
+    // (10 MiB) times the partitions would not fit a small budget.
+    config.options_mut().execution.sort_spill_reservation_bytes =
+        (memory_bytes / (8 * partitions)).min(10 << 20);
+    config
+}
+
+/// The runtime of a segment build: [`LendingFairPool`] of `memory_bytes` (fair shares, so one
+/// sort partition cannot take the memory another needs for its first batch, with idle shares
+/// lent out because chunks hash to partitions unevenly) and spill files under `dir`.
+///
+/// # Errors
+/// When the runtime cannot be built.
+pub fn build_runtime(
+    memory_bytes: usize,
+    dir: &Path,
+) -> DfResult<Arc<datafusion::execution::runtime_env::RuntimeEnv>> {
+    RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(LendingFairPool::new(memory_bytes)))
+        .with_disk_manager_builder(
+            DiskManagerBuilder::default()
+                .with_mode(DiskManagerMode::Directories(vec![dir.to_path_buf()])),
+        )
+        .build_arc()
+}
+
+/// Name of the time-chunk column [`write_sorted_segments`] expects first in its input: each
+/// row's time-chunk start (epoch ms), see [`chunk_udf`].
+pub const CHUNK_COLUMN: &str = CHUNK;
+
+/// `druid_chunk(time_ms)`: the start (epoch ms) of the `granularity` bucket holding each
+/// Int64 epoch-ms value; the first column [`write_sorted_segments`] expects.
+pub fn chunk_udf(granularity: &Granularity) -> ScalarUDF {
+    ScalarUDF::new_from_impl(BucketUdf::new("chunk", granularity))
+}
+
+/// How [`write_sorted_segments`] lays rows out in segment files.
+#[derive(Debug, Clone)]
+pub struct SegmentLayout {
+    /// The columns after `__time`, in the order the input carries them.
+    pub schema: SegmentSchema,
+    /// One segment (or several, see `max_rows_per_segment`) per bucket of this granularity.
+    pub segment_granularity: Granularity,
+    /// A segment file is cut after this many rows.
+    pub max_rows_per_segment: u64,
+    /// Parquet compression of the files.
+    pub compression: Compression,
+    /// Sort keys after `__time` (rows of one segment are ordered by `__time`, then these).
+    pub sort_after_time: Vec<String>,
+    /// Sort streams (see [`sort_partitions`]); a time chunk always goes to one stream.
+    pub partitions: usize,
+}
+
+/// Sorts and writes the rows of `input` into segment files under `dir`: hash-partitioned by
+/// time chunk into `layout.partitions` streams, each sorted by `__time` then
+/// `layout.sort_after_time` (spilling under the memory pool of `task_ctx`), then cut at
+/// time-chunk changes and every `max_rows_per_segment` rows.
+///
+/// `input` yields `[CHUNK_COLUMN Int64, __time Int64 epoch ms, <layout.schema columns>]`;
+/// values are cast to the segment types as they are written.
+///
+/// # Errors
+/// Execution errors of `input` or the sort, Parquet encoding errors, and "canceled" when
+/// `cancel` fires (the files written so far are left in `dir` for the caller to remove).
+pub async fn write_sorted_segments(
+    input: Arc<dyn ExecutionPlan>,
+    task_ctx: Arc<datafusion::execution::TaskContext>,
+    layout: &SegmentLayout,
+    dir: &Path,
+    cancel: &CancellationToken,
+) -> DfResult<Vec<BuiltSegment>> {
+    let schema = input.schema();
     let repartitioned: Arc<dyn ExecutionPlan> = Arc::new(RepartitionExec::try_new(
-        physical,
-        Partitioning::Hash(vec![pcol(CHUNK, &schema)?], partitions),
+        input,
+        Partitioning::Hash(vec![pcol(CHUNK, &schema)?], layout.partitions.max(1)),
     )?);
     // The chunk is a function of `__time` (its floor to segmentGranularity), so sorting by
-    // `__time` also groups rows by chunk. Without rollup `__time` is the only key: a
-    // single-column sort compares primitives instead of row-encoded keys, and DataFusion
-    // coalesces its in-memory runs before merging (see `sort_in_place_threshold_bytes` above).
+    // `__time` also groups rows by chunk. Without further keys a single-column sort compares
+    // primitives instead of row-encoded keys, and DataFusion coalesces its in-memory runs
+    // before merging (see `sort_in_place_threshold_bytes` in `run`).
     let mut order = vec![PhysicalSortExpr::new_default(pcol(
         crate::TIME_COLUMN,
         &schema,
     )?)];
-    if plan.rollup {
-        for d in &plan.dims {
-            order.push(PhysicalSortExpr::new_default(pcol(&d.name, &schema)?).nulls_first());
-        }
+    for name in &layout.sort_after_time {
+        order.push(PhysicalSortExpr::new_default(pcol(name, &schema)?).nulls_first());
     }
     let ordering = LexOrdering::new(order).expect("non-empty ordering");
     let sorted: Arc<dyn ExecutionPlan> =
         Arc::new(SortExec::new(ordering, repartitioned).with_preserve_partitioning(true));
-    let streams = execute_stream_partitioned(Arc::clone(&sorted), ctx.task_ctx())?;
+    let streams = execute_stream_partitioned(Arc::clone(&sorted), task_ctx)?;
 
-    let seg_schema = segment_schema(plan);
-    let arrow_schema = seg_schema.arrow_schema();
+    let arrow_schema = layout.schema.arrow_schema();
     let mut handles = Vec::with_capacity(streams.len());
     for (p, mut stream) in streams.into_iter().enumerate() {
         let mut writer = SegmentCutter {
             dir: dir.to_path_buf(),
             partition: p,
             seq: 0,
-            max_rows: plan.max_rows_per_segment,
-            granularity: plan.segment_granularity.clone(),
-            compression: plan.compression,
-            schema: seg_schema.clone(),
+            max_rows: layout.max_rows_per_segment,
+            granularity: layout.segment_granularity.clone(),
+            compression: layout.compression,
+            schema: layout.schema.clone(),
             arrow_schema: Arc::clone(&arrow_schema),
             open: None,
             built: Vec::new(),
@@ -799,7 +882,7 @@ async fn run(
 /// Capped at 32 because each partition splits every input batch further, and at one partition
 /// per 64 MiB of `memory_bytes` so that each sorts runs of a useful size before it spills (a
 /// small budget split 16 ways spills every few hundred rows).
-fn sort_partitions(threads: usize, memory_bytes: usize) -> usize {
+pub fn sort_partitions(threads: usize, memory_bytes: usize) -> usize {
     (threads * 8)
         .min(32)
         .min(memory_bytes / (64 << 20))

@@ -22,7 +22,7 @@ pub mod task;
 pub mod timestamp;
 
 pub use spec::IndexTaskSpec;
-pub use task::{IndexTaskEnv, RowStats, run_index_task};
+pub use task::{IndexTaskEnv, RowStats, push_and_publish, run_index_task};
 
 use dolmen_common::ErrorCategory;
 

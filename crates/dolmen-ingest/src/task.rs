@@ -162,9 +162,42 @@ async fn run_inner(
         return Err(IngestError::Canceled);
     }
     let built = secondary_partitioning(env, spec, built).await?;
+    let io = &spec.spec.io_config;
+    let mode = if io.append_to_existing {
+        PublishMode::Append {
+            version_if_new: env.lock_version.clone(),
+        }
+    } else {
+        PublishMode::Overwrite {
+            version: env.lock_version.clone(),
+        }
+    };
+    let drop_existing = if io.drop_existing && !io.append_to_existing {
+        spec.spec.data_schema.granularity_spec.intervals.clone()
+    } else {
+        Vec::new()
+    };
+    let published = push_and_publish(env, spec.data_source(), built, mode, drop_existing).await?;
+    env.stats.set_state("COMPLETED");
+    Ok(published)
+}
 
-    // Push to deep storage.
-    let ds = spec.data_source().to_string();
+/// Pushes built segment files to deep storage (`<ds>/<interval>/<task id>/<n>/index.parquet`)
+/// and publishes them in one metadata transaction (`mode`, and `drop_existing`: intervals
+/// whose older used segments are marked unused in the same transaction). Nothing is visible
+/// unless everything is: on any failure the pushed files are deleted again.
+///
+/// # Errors
+/// [`IngestError::Canceled`] when `env.cancel` fires before the publish;
+/// [`IngestError::Runtime`] when a push or the publish fails.
+pub async fn push_and_publish(
+    env: &IndexTaskEnv,
+    data_source: &str,
+    built: Vec<PartitionedSegment>,
+    mode: PublishMode,
+    drop_existing: Vec<dolmen_common::Interval>,
+) -> Result<Vec<DataSegment>, IngestError> {
+    let ds = data_source.to_string();
     let mut pushed: Vec<NewSegment> = Vec::with_capacity(built.len());
     for (i, PartitionedSegment { built: b, shard }) in built.iter().enumerate() {
         let key = format!(
@@ -187,22 +220,6 @@ async fn run_inner(
         }
     }
     tracing::info!(segments = pushed.len(), "pushed segments to deep storage");
-
-    let io = &spec.spec.io_config;
-    let mode = if io.append_to_existing {
-        PublishMode::Append {
-            version_if_new: env.lock_version.clone(),
-        }
-    } else {
-        PublishMode::Overwrite {
-            version: env.lock_version.clone(),
-        }
-    };
-    let drop_existing = if io.drop_existing && !io.append_to_existing {
-        spec.spec.data_schema.granularity_spec.intervals.clone()
-    } else {
-        Vec::new()
-    };
     let req = PublishRequest {
         data_source: ds,
         segments: pushed.clone(),
@@ -212,7 +229,6 @@ async fn run_inner(
     match env.metadata.publish_segments(req).await {
         Ok(published) => {
             tracing::info!(segments = published.len(), "published segments");
-            env.stats.set_state("COMPLETED");
             Ok(published)
         }
         Err(e) => {
