@@ -21,6 +21,7 @@
 //! `dolmen-ingest`) and `kill` ([`kill`]: permanent deletion of unused segments under an
 //! EXCLUSIVE lock on its interval). All go through the same lifecycle, logs and reports.
 
+pub mod controller;
 pub mod kill;
 pub mod spec;
 pub mod tasklog;
@@ -44,6 +45,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+pub use controller::{
+    ControllerProgress, ControllerQuerySpec, ControllerRunner, ControllerSpec, ControllerTask,
+    Destination,
+};
 pub use kill::KillProgress;
 pub use spec::{KillTaskSpec, TaskSpec, generate_kill_task_id, generate_task_id};
 pub use tasklog::TaskLogs;
@@ -103,6 +108,7 @@ pub struct OverlordConfig {
 enum Progress {
     Index(Arc<RowStats>),
     Kill(Arc<KillProgress>),
+    Controller(Arc<ControllerProgress>),
 }
 
 impl Progress {
@@ -110,15 +116,22 @@ impl Progress {
         match spec {
             TaskSpec::Index(_) => Progress::Index(Arc::new(RowStats::new())),
             TaskSpec::Kill(_) => Progress::Kill(Arc::new(KillProgress::default())),
+            TaskSpec::Controller(_) => Progress::Controller(Arc::new(ControllerProgress::new())),
         }
     }
 
     /// The task report (ingestion tasks: `ingestionStatsAndErrors`; kill tasks:
-    /// `killUnusedSegments`).
-    fn report(&self, id: &str, error: Option<&str>) -> Value {
+    /// `killUnusedSegments`; statements: `multiStageQuery`). `outcome` is `None` while the
+    /// task runs.
+    fn report(&self, id: &str, outcome: Option<Result<(), &str>>) -> Value {
+        let error = match outcome {
+            Some(Err(e)) => Some(e),
+            _ => None,
+        };
         match self {
             Progress::Index(s) => s.report(id, error),
             Progress::Kill(k) => k.report(id),
+            Progress::Controller(c) => c.report(id, outcome),
         }
     }
 }
@@ -152,6 +165,7 @@ pub struct Overlord {
     lock_released: Notify,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+    controller_runner: std::sync::OnceLock<Arc<dyn ControllerRunner>>,
 }
 
 impl std::fmt::Debug for Overlord {
@@ -224,7 +238,14 @@ impl Overlord {
             lock_released: Notify::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            controller_runner: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Installs what runs `query_controller` tasks (the SQL layer); until then such tasks
+    /// fail. A second call is ignored.
+    pub fn set_controller_runner(&self, runner: Arc<dyn ControllerRunner>) {
+        let _ = self.controller_runner.set(runner);
     }
 
     /// The task logs.
@@ -318,6 +339,9 @@ impl Overlord {
                 self.run_index(&id, s, &cancel, stats).await
             }
             (TaskSpec::Kill(s), Progress::Kill(k)) => self.run_kill(&id, s, &cancel, k).await,
+            (TaskSpec::Controller(s), Progress::Controller(p)) => {
+                self.run_controller(&id, s, &cancel, p).await
+            }
             _ => Err(IngestError::Runtime(
                 "internal error: task spec and progress kinds differ".into(),
             )),
@@ -336,7 +360,12 @@ impl Overlord {
                 (TaskState::Failed, Some(e.to_string()))
             }
         };
-        if outcome.is_ok() && matches!(spec, TaskSpec::Index(_)) {
+        let writes_segments = match &spec {
+            TaskSpec::Index(_) => true,
+            TaskSpec::Controller(c) => c.is_ingestion(),
+            TaskSpec::Kill(_) => false,
+        };
+        if outcome.is_ok() && writes_segments {
             // Make the new segments visible to queries before the task reports SUCCESS, so a
             // client that saw SUCCESS always reads its data.
             if let Err(e) = self.view.refresh_data_source(spec.data_source()).await {
@@ -344,7 +373,7 @@ impl Overlord {
             }
             self.preload(spec.data_source()).await;
         }
-        let report = progress.report(&id, error.as_deref());
+        let report = progress.report(&id, Some(error.as_deref().map_or(Ok(()), Err)));
         if let Err(e) = self.metadata.set_task_report(&id, &report).await {
             tracing::error!(error = %e, "cannot store task report");
         }
@@ -427,6 +456,51 @@ impl Overlord {
         };
         let segments = run_index_task(&env, spec).await?;
         Ok(segments.len())
+    }
+
+    /// A `query_controller` task: the locks its destination needs (WAITING; none for a
+    /// `SELECT`), a slot (PENDING), then the statement (RUNNING) through the installed
+    /// [`ControllerRunner`]. Returns the number of segments published (0 for a `SELECT`).
+    async fn run_controller(
+        &self,
+        id: &str,
+        spec: &ControllerSpec,
+        cancel: &CancellationToken,
+        progress: &Arc<ControllerProgress>,
+    ) -> Result<usize, IngestError> {
+        let runner = self.controller_runner.get().cloned().ok_or_else(|| {
+            IngestError::Runtime("this server does not run SQL statements as tasks".into())
+        })?;
+        let version = match spec.locks() {
+            Some((intervals, exclusive)) => {
+                let v = self
+                    .acquire_locks(id, &spec.data_source, &intervals, exclusive, cancel)
+                    .await?;
+                tracing::info!(version = %v, "acquired locks");
+                v
+            }
+            None => format_iso_millis(now_millis()),
+        };
+        let _permit = self.wait_for_slot(id, cancel).await?;
+        let env = IndexTaskEnv {
+            task_id: id.to_string(),
+            work_dir: self.config.work_dir.join(id),
+            deep: self.deep.clone(),
+            metadata: Arc::clone(&self.metadata),
+            cancel: cancel.clone(),
+            stats: Arc::new(RowStats::new()),
+            lock_version: version,
+        };
+        let work_dir = env.work_dir.clone();
+        let task = ControllerTask {
+            id: id.to_string(),
+            spec: spec.clone(),
+            env,
+            progress: Arc::clone(progress),
+        };
+        let result = runner.run(task).await;
+        let _ = tokio::fs::remove_dir_all(&work_dir).await;
+        result
     }
 
     /// A kill task: an EXCLUSIVE lock on its interval (WAITING), a slot (PENDING), then the

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::OverlordError;
+use crate::controller::ControllerSpec;
 
 /// Druid's default number of segments a kill task deletes per metadata transaction
 /// (`KillUnusedSegmentsTask.DEFAULT_SEGMENT_NUKE_BATCH_SIZE`).
@@ -28,6 +29,8 @@ pub enum TaskSpec {
     Index(Box<IndexTaskSpec>),
     /// `kill`: permanent deletion of unused segments.
     Kill(Box<KillTaskSpec>),
+    /// `query_controller`: a SQL statement run as a task (see [`crate::controller`]).
+    Controller(Box<ControllerSpec>),
 }
 
 /// A `kill` task: deletes the *unused* segments of a datasource lying fully inside `interval`
@@ -165,8 +168,13 @@ impl TaskSpec {
                 spec.validate()?;
                 Ok(TaskSpec::Kill(Box::new(spec)))
             }
+            "query_controller" => {
+                let spec: ControllerSpec = parse_named(payload)?;
+                spec.validate()?;
+                Ok(TaskSpec::Controller(Box::new(spec)))
+            }
             other => Err(OverlordError::InvalidTask(format!(
-                "type: unsupported task type [{other}]; supported: index_parallel, index, kill"
+                "type: unsupported task type [{other}]; supported: index_parallel, index, kill, query_controller"
             ))),
         }
     }
@@ -176,6 +184,7 @@ impl TaskSpec {
         match self {
             TaskSpec::Index(s) => &s.task_type,
             TaskSpec::Kill(s) => &s.task_type,
+            TaskSpec::Controller(s) => &s.task_type,
         }
     }
 
@@ -184,6 +193,7 @@ impl TaskSpec {
         match self {
             TaskSpec::Index(s) => s.data_source(),
             TaskSpec::Kill(s) => &s.data_source,
+            TaskSpec::Controller(s) => &s.data_source,
         }
     }
 
@@ -192,6 +202,7 @@ impl TaskSpec {
         match self {
             TaskSpec::Index(s) => s.id.as_deref(),
             TaskSpec::Kill(s) => s.id.as_deref(),
+            TaskSpec::Controller(s) => s.id.as_deref(),
         }
     }
 
@@ -200,6 +211,7 @@ impl TaskSpec {
         match self {
             TaskSpec::Index(s) => s.group_id.as_deref(),
             TaskSpec::Kill(s) => s.group_id.as_deref(),
+            TaskSpec::Controller(s) => s.group_id.as_deref(),
         }
     }
 
@@ -227,6 +239,14 @@ impl TaskSpec {
                 s.batch_size.get_or_insert(DEFAULT_KILL_BATCH_SIZE);
                 TaskSpec::Kill(s)
             }
+            TaskSpec::Controller(s) => {
+                let mut s = s.clone();
+                s.id = Some(id.to_string());
+                s.group_id = Some(group);
+                s.resource.get_or_insert_with(resource);
+                s.context.get_or_insert_with(serde_json::Map::new);
+                TaskSpec::Controller(s)
+            }
         }
     }
 
@@ -238,6 +258,7 @@ impl TaskSpec {
         match self {
             TaskSpec::Index(s) => serde_json::to_value(s),
             TaskSpec::Kill(s) => serde_json::to_value(s),
+            TaskSpec::Controller(s) => serde_json::to_value(s),
         }
         .map_err(|e| OverlordError::InvalidTask(e.to_string()))
     }
@@ -248,6 +269,8 @@ impl TaskSpec {
         match self {
             TaskSpec::Index(s) => generate_task_id(&s.task_type, s.data_source(), now_ms),
             TaskSpec::Kill(s) => generate_kill_task_id(&s.data_source, s.interval, now_ms),
+            // Druid names statements `query-<uuid>`.
+            TaskSpec::Controller(_) => format!("query-{}", uuid::Uuid::new_v4()),
         }
     }
 }
