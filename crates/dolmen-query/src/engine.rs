@@ -55,7 +55,7 @@ pub struct SqlQuery {
 }
 
 /// A query parameter: `{"type": "VARCHAR", "value": "x"}`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 pub struct SqlParameter {
     /// SQL type name.
     #[serde(rename = "type")]
@@ -257,6 +257,14 @@ pub struct PreparedQuery {
     pub approximate_count_distinct: bool,
 }
 
+impl PreparedQuery {
+    /// The `INSERT` / `REPLACE` clauses, when the statement is SQL-based ingestion (its
+    /// `SELECT` is the query [`QueryEngine::plan`] plans).
+    pub fn dml(&self) -> Option<&crate::dml::DmlStatement> {
+        self.sql.dml.as_ref()
+    }
+}
+
 /// A context value that must be a non-negative integer (a JSON number or numeric string).
 fn context_count(ctx: &Map<String, Value>, key: &str) -> Result<Option<u64>, QueryError> {
     let bad = |v: &Value| {
@@ -434,7 +442,44 @@ impl QueryEngine {
         &self,
         p: &PreparedQuery,
     ) -> Result<(SessionContext, LogicalPlan), QueryError> {
-        let ctx = self.session();
+        self.plan_in(self.session(), p).await
+    }
+
+    /// A session for a segment build within `memory_bytes` on `threads` threads, spilling
+    /// under `spill_dir`: the engine's catalogs and functions with the build's settings and
+    /// memory pool (`dolmen_ingest::columnar::tune_build_config` / `build_runtime`).
+    ///
+    /// # Errors
+    /// When the runtime cannot be built.
+    pub fn build_session(
+        &self,
+        threads: usize,
+        memory_bytes: usize,
+        spill_dir: &std::path::Path,
+    ) -> datafusion::error::Result<SessionContext> {
+        let state = self.ctx.state();
+        let config = dolmen_ingest::columnar::tune_build_config(
+            state.config().clone(),
+            threads,
+            memory_bytes,
+        );
+        let runtime = dolmen_ingest::columnar::build_runtime(memory_bytes, spill_dir)?;
+        let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .build();
+        Ok(SessionContext::new_with_state(state))
+    }
+
+    /// [`QueryEngine::plan`] in a given session (see [`QueryEngine::build_session`]).
+    ///
+    /// # Errors
+    /// As [`QueryEngine::plan`].
+    pub async fn plan_in(
+        &self,
+        ctx: SessionContext,
+        p: &PreparedQuery,
+    ) -> Result<(SessionContext, LogicalPlan), QueryError> {
         let mut opts = crate::rewrite::RewriteOptions::with_time_zone(p.time_zone);
         opts.approximate_count_distinct = p.approximate_count_distinct;
         let plan_err = |e| QueryError::from_datafusion(e, true);

@@ -11,13 +11,17 @@
 //! - [`request`]: a request's SQL text: leading `SET` statements, `?` parameters.
 //! - [`writer`]: Druid's result formats with exact bytes.
 
+pub mod dml;
 pub mod engine;
+pub mod external;
 pub mod functions;
 pub mod index;
 pub mod multivalue;
 pub mod naming;
 pub mod request;
 pub mod rewrite;
+pub mod sql_ingest;
+pub mod statement;
 pub mod system;
 pub mod table;
 pub mod writer;

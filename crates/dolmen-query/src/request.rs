@@ -15,6 +15,13 @@
 //! DataFusion's grammar: the three words are blanked out of the text before parsing (so error
 //! columns still point into the user's text) and [`RequestSql::explain`] is set; the engine then
 //! answers with Druid's `PLAN`/`RESOURCES`/`ATTRIBUTES` row instead of running the query.
+//!
+//! SQL-based ingestion (`INSERT` / `REPLACE ... PARTITIONED BY ... CLUSTERED BY`) is not in
+//! DataFusion's grammar either: when the query statement opens with `INSERT` or `REPLACE`,
+//! [`crate::dml::parse_dml`] takes its clauses off and leaves the `SELECT` (blanked in place,
+//! so positions still match), which is parsed as the query; [`RequestSql::dml`] carries the
+//! clauses. `TABLE(EXTERN(...)) [EXTEND] (...)` is rewritten first
+//! ([`crate::external::rewrite_extern`]).
 
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::context::SessionState;
@@ -35,6 +42,9 @@ pub struct RequestSql {
     pub parameter_count: usize,
     /// The query was written `EXPLAIN PLAN FOR <query>`.
     pub explain: bool,
+    /// The `INSERT` / `REPLACE` clauses when the query is SQL-based ingestion; `statement` is
+    /// then its `SELECT`.
+    pub dml: Option<crate::dml::DmlStatement>,
 }
 
 impl RequestSql {
@@ -58,8 +68,10 @@ pub fn parse_request_sql(state: &SessionState, sql: &str) -> Result<RequestSql> 
     let dialect_name = state.config().options().sql_parser.dialect;
     let dialect = dialect_from_str(dialect_name)
         .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect {dialect_name}")))?;
-    let (text, explain) = blank_explain_plan_for(sql, dialect.as_ref())?;
+    let text = crate::external::rewrite_extern(sql, dialect.as_ref())?;
+    let (text, explain) = blank_explain_plan_for(&text, dialect.as_ref())?;
     let (text, parameter_count) = number_placeholders(&text, dialect.as_ref())?;
+    let (text, dml) = split_dml(&text, dialect.as_ref())?;
     let recursion_limit = state.config().options().sql_parser.recursion_limit.get();
     let mut statements = DFParserBuilder::new(text.as_str())
         .with_dialect(dialect.as_ref())
@@ -87,7 +99,61 @@ pub fn parse_request_sql(state: &SessionState, sql: &str) -> Result<RequestSql> 
         statement,
         parameter_count,
         explain,
+        dml,
     })
+}
+
+/// When the last statement of `sql` opens with `INSERT` or `REPLACE`, parses its clauses with
+/// [`crate::dml::parse_dml`] and returns the text with that statement replaced by its bare
+/// query; otherwise the text unchanged. Text without those words is not tokenized.
+fn split_dml(
+    sql: &str,
+    dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
+) -> Result<(String, Option<crate::dml::DmlStatement>)> {
+    let lower = sql.to_ascii_lowercase();
+    if !lower.contains("insert") && !lower.contains("replace") {
+        return Ok((sql.to_string(), None));
+    }
+    let tokens = Tokenizer::new(dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
+    // The start of the last statement: after the last `;` that is followed by more than
+    // whitespace and comments.
+    let mut start: Option<Location> = None;
+    let mut after_semicolon = true;
+    let mut first_word: Option<String> = None;
+    for t in &tokens {
+        match &t.token {
+            Token::Whitespace(_) => {}
+            Token::SemiColon => after_semicolon = true,
+            tok => {
+                if after_semicolon {
+                    start = Some(t.span.start);
+                    first_word = match tok {
+                        Token::Word(w) if w.quote_style.is_none() => {
+                            Some(w.value.to_ascii_uppercase())
+                        }
+                        _ => None,
+                    };
+                    after_semicolon = false;
+                }
+            }
+        }
+    }
+    let (Some(start), Some(word)) = (start, first_word) else {
+        return Ok((sql.to_string(), None));
+    };
+    if word != "INSERT" && word != "REPLACE" {
+        return Ok((sql.to_string(), None));
+    }
+    let at = byte_offsets(sql, &[start]).first().copied().unwrap_or(0);
+    let Some(mut dml) = crate::dml::parse_dml(&sql[at..], dialect)? else {
+        return Ok((sql.to_string(), None));
+    };
+    let mut text = String::with_capacity(sql.len());
+    text.push_str(&sql[..at]);
+    text.push_str(&std::mem::take(&mut dml.query));
+    Ok((text, Some(dml)))
 }
 
 /// `Some((key, value))` for `SET key = literal`, `None` for any other statement.

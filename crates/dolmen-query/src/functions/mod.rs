@@ -244,6 +244,10 @@ pub fn register_druid_functions(ctx: &SessionContext) {
     {
         ctx.register_udf(udf);
     }
+    ctx.register_udtf(
+        crate::external::EXTERN_FUNCTION,
+        std::sync::Arc::new(crate::external::ExternFunction),
+    );
     for udaf in arrays::udafs()
         .into_iter()
         .chain(scalar::udafs())

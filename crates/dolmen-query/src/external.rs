@@ -1,0 +1,838 @@
+//! `EXTERN`: external data as a table (Druid's `TABLE(EXTERN(...))`, reference-behaviour
+//! "SQL-based ingestion"; `docs/multi-stage-query/reference.md#extern-function`).
+//!
+//! ```sql
+//! FROM TABLE(EXTERN('<inputSource json>', '<inputFormat json>', '<signature json>'))
+//! FROM TABLE(EXTERN(inputSource => '…', inputFormat => '…')) [EXTEND] (col TYPE, …)
+//! ```
+//! DataFusion's parser takes neither form in `FROM`, so [`rewrite_extern`] turns both into a
+//! call of the table function `extern('<source>', '<format>', '<signature>')` first (the
+//! `EXTEND` column list becomes the signature JSON), and [`ExternFunction`] is registered under
+//! that name.
+//!
+//! The table reads its input through dolmen-ingest's input sources and formats (`local`,
+//! `inline`, `http` with its allow-list, `s3`, `combining`; `json`, `csv`, `tsv`, `parquet`,
+//! `avro_ocf`, gzip files), the same code as native batch ingestion, so values and errors match
+//! it. Rows become Arrow batches of the signature's types by Druid's conversion rules
+//! ([`convert`]): numbers from numeric strings, `null` for what does not parse, JSON arrays into
+//! array columns. Parsing runs on blocking threads, one output partition per group of input
+//! entities (at most one per core); dropping the stream (a cancelled query) stops the readers.
+//! As in Druid's multi-stage engine (`maxParseExceptions` 0 by default), a row that cannot be
+//! parsed fails the query, naming the input.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayBuilder, ArrayRef, Float32Builder, Float64Builder, Int64Builder, ListBuilder,
+    StringBuilder,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::datasource::TableType;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use datafusion::scalar::ScalarValue;
+use datafusion::sql::sqlparser::dialect::Dialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use dolmen_ingest::input::{InputEntity, InputFormat, InputSource, open_rows};
+use serde_json::Value;
+
+/// Name the table function is registered under (see [`rewrite_extern`]).
+pub const EXTERN_FUNCTION: &str = "extern";
+
+/// Rows per output batch.
+const BATCH_ROWS: usize = 8192;
+
+/// Rewrites every `TABLE(EXTERN(...)) [EXTEND] (col TYPE, ...)` of `sql` into
+/// `extern('<source>', '<format>', '<signature>')`; other text is kept byte for byte, and the
+/// line breaks of a rewritten region are kept so later lines keep their numbers. Text without
+/// the word `extern` is returned unchanged without tokenizing.
+///
+/// # Errors
+/// A tokenizer error, or a plan error for a malformed `EXTERN` (a missing argument, an
+/// argument that is not a string literal, an unknown argument name, a bad `EXTEND` type).
+pub fn rewrite_extern(sql: &str, dialect: &dyn Dialect) -> Result<String> {
+    if !sql.to_ascii_lowercase().contains("extern") {
+        return Ok(sql.to_string());
+    }
+    let tokens = Tokenizer::new(dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
+    // Byte offset of each token's start, and the end of the text.
+    let offsets = token_offsets(sql, &tokens);
+    let sig: Vec<usize> = (0..tokens.len())
+        .filter(|i| !matches!(tokens[*i].token, Token::Whitespace(_)))
+        .collect();
+    let word = |k: usize, w: &str| {
+        sig.get(k).is_some_and(|&i| {
+            matches!(&tokens[i].token, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w))
+        })
+    };
+    let is = |k: usize, t: &Token| sig.get(k).is_some_and(|&i| &tokens[i].token == t);
+    let mut out = String::with_capacity(sql.len());
+    let mut copied = 0; // byte offset copied so far
+    let mut k = 0;
+    while k < sig.len() {
+        if !(word(k, "table")
+            && is(k + 1, &Token::LParen)
+            && word(k + 2, "extern")
+            && is(k + 3, &Token::LParen))
+        {
+            k += 1;
+            continue;
+        }
+        let start = offsets[sig[k]];
+        let mut j = k + 4;
+        let mut positional: Vec<String> = Vec::new();
+        let mut named: Vec<(String, String)> = Vec::new();
+        loop {
+            if is(j, &Token::RParen) {
+                j += 1;
+                break;
+            }
+            // `name => 'value'` or `'value'`.
+            let (name, value_at) = match sig.get(j).map(|&i| &tokens[i].token) {
+                Some(Token::Word(w)) if is(j + 1, &Token::RArrow) => (Some(w.value.clone()), j + 2),
+                _ => (None, j),
+            };
+            let value = match sig.get(value_at).map(|&i| &tokens[i].token) {
+                Some(Token::SingleQuotedString(s)) => s.clone(),
+                other => {
+                    return plan_err!(
+                        "EXTERN: arguments must be string literals, found [{}]",
+                        other.map_or("end of text".to_string(), ToString::to_string)
+                    );
+                }
+            };
+            match name {
+                Some(n) => named.push((n, value)),
+                None => positional.push(value),
+            }
+            j = value_at + 1;
+            if is(j, &Token::Comma) {
+                j += 1;
+            } else if !is(j, &Token::RParen) {
+                return plan_err!("EXTERN: expected ',' or ')' after an argument");
+            }
+        }
+        if !is(j, &Token::RParen) {
+            return plan_err!("TABLE(EXTERN(...)): missing ')' after EXTERN(...)");
+        }
+        j += 1;
+        let mut args: [Option<String>; 3] = [None, None, None];
+        for (i, v) in positional.into_iter().enumerate() {
+            if i >= 3 {
+                return plan_err!(
+                    "EXTERN takes at most three arguments: inputSource, inputFormat, signature"
+                );
+            }
+            args[i] = Some(v);
+        }
+        for (n, v) in named {
+            let slot = match n.to_ascii_lowercase().as_str() {
+                "inputsource" => 0,
+                "inputformat" => 1,
+                "signature" => 2,
+                _ => {
+                    return plan_err!(
+                        "EXTERN: unknown argument [{n}]; expected inputSource, inputFormat, signature"
+                    );
+                }
+            };
+            args[slot] = Some(v);
+        }
+        // `[EXTEND] (col TYPE, ...)`.
+        let extend_kw = word(j, "extend");
+        let list_at = if extend_kw { j + 1 } else { j };
+        let mut end = j;
+        if is(list_at, &Token::LParen) && (extend_kw || column_list_follows(&tokens, &sig, list_at))
+        {
+            let (columns, after) = parse_extend(&tokens, &sig, list_at)?;
+            if args[2].is_some() {
+                return plan_err!(
+                    "EXTERN: give the columns either as a signature or with EXTEND, not both"
+                );
+            }
+            args[2] = Some(serde_json::to_string(&columns).expect("json"));
+            end = after;
+        } else if extend_kw {
+            return plan_err!("EXTEND: expected a column list '(name TYPE, ...)'");
+        }
+        let [Some(source), Some(format), Some(signature)] = args else {
+            return plan_err!(
+                "EXTERN needs inputSource, inputFormat and signature (or an EXTEND column list)"
+            );
+        };
+        let end_byte = match sig.get(end) {
+            Some(&i) => offsets[i],
+            None => sql.len(),
+        };
+        // Keep the whitespace before the next token.
+        let end_byte = trim_back_whitespace(sql, start, end_byte);
+        out.push_str(&sql[copied..start]);
+        out.push_str(&format!(
+            "{EXTERN_FUNCTION}({}, {}, {})",
+            quote(&source),
+            quote(&format),
+            quote(&signature)
+        ));
+        out.extend(sql[start..end_byte].chars().filter(|c| *c == '\n'));
+        copied = end_byte;
+        k = end;
+    }
+    out.push_str(&sql[copied..]);
+    Ok(out)
+}
+
+/// `(` at `at` opens a column list (`name TYPE`), not a subquery or an alias list.
+fn column_list_follows(tokens: &[TokenWithSpan], sig: &[usize], at: usize) -> bool {
+    let t = |k: usize| sig.get(k).map(|&i| &tokens[i].token);
+    matches!(t(at + 1), Some(Token::Word(_)))
+        && matches!(t(at + 2), Some(Token::Word(_)))
+        && !matches!(t(at + 1), Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("select"))
+}
+
+/// Parses `(name TYPE [ARRAY], ...)` at `at`; returns the signature and the index after `)`.
+fn parse_extend(
+    tokens: &[TokenWithSpan],
+    sig: &[usize],
+    at: usize,
+) -> Result<(Vec<serde_json::Map<String, Value>>, usize)> {
+    let t = |k: usize| sig.get(k).map(|&i| &tokens[i].token);
+    let mut k = at + 1;
+    let mut cols = Vec::new();
+    loop {
+        let Some(Token::Word(name)) = t(k) else {
+            return plan_err!("EXTEND: expected a column name");
+        };
+        k += 1;
+        let mut ty = Vec::new();
+        while let Some(Token::Word(w)) = t(k) {
+            ty.push(w.value.to_ascii_uppercase());
+            k += 1;
+        }
+        // `DECIMAL(10, 2)`-style arguments are not Druid types; reject below by name.
+        let (base, array) = match ty.as_slice() {
+            [b, a] if a == "ARRAY" => (b.as_str(), true),
+            [b] => (b.as_str(), false),
+            [b1, b2] if b1 == "DOUBLE" && b2 == "PRECISION" => ("DOUBLE", false),
+            _ => return plan_err!("EXTEND: column [{}] needs a type", name.value),
+        };
+        let native = match base {
+            "VARCHAR" | "CHAR" | "STRING" => "STRING",
+            "BIGINT" | "INTEGER" | "INT" | "SMALLINT" | "TINYINT" | "LONG" | "BOOLEAN" => "LONG",
+            "DOUBLE" | "DECIMAL" | "NUMERIC" => "DOUBLE",
+            "FLOAT" | "REAL" => "FLOAT",
+            "OTHER" | "JSON" => "COMPLEX<json>",
+            other => {
+                return plan_err!(
+                    "EXTEND: unsupported type [{other}] for column [{}]; use VARCHAR, BIGINT, DOUBLE, FLOAT or their ARRAY forms",
+                    name.value
+                );
+            }
+        };
+        let ty = if array {
+            format!("ARRAY<{native}>")
+        } else {
+            native.to_ascii_lowercase()
+        };
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), Value::String(name.value.clone()));
+        m.insert("type".into(), Value::String(ty));
+        cols.push(m);
+        match t(k) {
+            Some(Token::Comma) => k += 1,
+            Some(Token::RParen) => return Ok((cols, k + 1)),
+            _ => return plan_err!("EXTEND: expected ',' or ')' after column [{}]", name.value),
+        }
+    }
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+fn trim_back_whitespace(sql: &str, start: usize, end: usize) -> usize {
+    let trimmed = sql[start..end].trim_end();
+    start + trimmed.len()
+}
+
+/// Byte offset of each token's start.
+pub(crate) fn token_offsets(sql: &str, tokens: &[TokenWithSpan]) -> Vec<usize> {
+    // Token locations are 1-based line/column in characters.
+    let mut line_starts = vec![0usize];
+    for (i, c) in sql.char_indices() {
+        if c == '\n' {
+            line_starts.push(i + 1);
+        }
+    }
+    tokens
+        .iter()
+        .map(|t| {
+            let l = t.span.start.line as usize;
+            let c = t.span.start.column as usize;
+            let Some(&ls) = line_starts.get(l.saturating_sub(1)) else {
+                return sql.len();
+            };
+            sql[ls..]
+                .char_indices()
+                .nth(c.saturating_sub(1))
+                .map_or(sql.len(), |(o, _)| ls + o)
+        })
+        .collect()
+}
+
+/// The `extern(source, format, signature)` table function.
+#[derive(Debug, Default)]
+pub struct ExternFunction;
+
+impl TableFunctionImpl for ExternFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let exprs = args.exprs();
+        let text = |i: usize, what: &str| -> Result<String> {
+            match exprs.get(i) {
+                Some(Expr::Literal(ScalarValue::Utf8(Some(s)), _))
+                | Some(Expr::Literal(ScalarValue::Utf8View(Some(s)), _))
+                | Some(Expr::Literal(ScalarValue::LargeUtf8(Some(s)), _)) => Ok(s.clone()),
+                _ => plan_err!(
+                    "EXTERN: argument {} ({what}) must be a string literal",
+                    i + 1
+                ),
+            }
+        };
+        if exprs.len() != 3 {
+            return plan_err!(
+                "EXTERN takes three arguments (inputSource, inputFormat, signature), got {}",
+                exprs.len()
+            );
+        }
+        Ok(Arc::new(ExternTable::new(
+            &text(0, "inputSource")?,
+            &text(1, "inputFormat")?,
+            &text(2, "signature")?,
+        )?))
+    }
+}
+
+/// The Arrow type of a Druid native type name in a signature.
+fn arrow_type(ty: &str) -> Option<(DataType, bool)> {
+    let up = ty.trim().to_ascii_uppercase();
+    let scalar = |t: &str| match t {
+        "STRING" => Some(DataType::Utf8),
+        "LONG" => Some(DataType::Int64),
+        "DOUBLE" => Some(DataType::Float64),
+        "FLOAT" => Some(DataType::Float32),
+        _ => None,
+    };
+    if up == "COMPLEX<JSON>" {
+        return Some((DataType::Utf8, true));
+    }
+    if let Some(inner) = up.strip_prefix("ARRAY<").and_then(|s| s.strip_suffix('>')) {
+        let t = scalar(inner)?;
+        return Some((DataType::List(Arc::new(Field::new("item", t, true))), false));
+    }
+    scalar(&up).map(|t| (t, false))
+}
+
+/// A table over external input (see the module docs).
+#[derive(Debug)]
+pub struct ExternTable {
+    source: InputSource,
+    format: InputFormat,
+    schema: SchemaRef,
+}
+
+impl ExternTable {
+    /// Parses and checks the three `EXTERN` arguments.
+    ///
+    /// # Errors
+    /// A plan error naming the argument (`inputSource`, `inputFormat`, `signature`) and the
+    /// bad field.
+    pub fn new(source: &str, format: &str, signature: &str) -> Result<ExternTable> {
+        let source_json: Value = serde_json::from_str(source).map_err(|e| {
+            DataFusionError::Plan(format!("EXTERN inputSource is not valid JSON: {e}"))
+        })?;
+        let source: InputSource = serde_path_to_error::deserialize(&source_json).map_err(|e| {
+            DataFusionError::Plan(format!("EXTERN inputSource.{}: {}", e.path(), e.inner()))
+        })?;
+        source
+            .validate_at(dolmen_ingest::input::input_source_config(), "inputSource")
+            .map_err(|e| DataFusionError::Plan(format!("EXTERN {e}")))?;
+        if matches!(source, InputSource::Druid(_)) {
+            return plan_err!(
+                "EXTERN inputSource: the [druid] input source is not supported here; select from the datasource directly"
+            );
+        }
+        let format_json: Value = serde_json::from_str(format).map_err(|e| {
+            DataFusionError::Plan(format!("EXTERN inputFormat is not valid JSON: {e}"))
+        })?;
+        let format: InputFormat = serde_path_to_error::deserialize(&format_json).map_err(|e| {
+            DataFusionError::Plan(format!("EXTERN inputFormat.{}: {}", e.path(), e.inner()))
+        })?;
+        format
+            .validate()
+            .map_err(|e| DataFusionError::Plan(format!("EXTERN inputFormat: {e}")))?;
+        let sig: Vec<Value> = serde_json::from_str(signature).map_err(|e| {
+            DataFusionError::Plan(format!("EXTERN signature is not a JSON array: {e}"))
+        })?;
+        if sig.is_empty() {
+            return plan_err!("EXTERN signature: at least one column is needed");
+        }
+        let mut fields = Vec::with_capacity(sig.len());
+        for (i, c) in sig.iter().enumerate() {
+            let Some(name) = c
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            else {
+                return plan_err!("EXTERN signature[{i}].name: missing");
+            };
+            let ty = c.get("type").and_then(Value::as_str).unwrap_or("string");
+            let Some((dt, json)) = arrow_type(ty) else {
+                return plan_err!(
+                    "EXTERN signature[{i}].type: unknown type [{ty}] of column [{name}]; use string, long, double, float, COMPLEX<json> or ARRAY<STRING|LONG|DOUBLE>"
+                );
+            };
+            if fields.iter().any(|f: &Field| f.name() == name) {
+                return plan_err!("EXTERN signature: column [{name}] appears twice");
+            }
+            fields.push(if json {
+                crate::functions::scalar::json_field(name)
+            } else {
+                Field::new(name, dt, true)
+            });
+        }
+        Ok(ExternTable {
+            source,
+            format,
+            schema: Arc::new(Schema::new(fields)),
+        })
+    }
+}
+
+#[async_trait]
+impl TableProvider for ExternTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let source = self.source.clone();
+        let entities = tokio::task::spawn_blocking(move || source.entities())
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?
+            .map_err(|e| DataFusionError::Plan(format!("EXTERN inputSource: {e}")))?;
+        let schema = match projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => Arc::clone(&self.schema),
+        };
+        let partitions = state
+            .config()
+            .target_partitions()
+            .min(entities.len())
+            .max(1);
+        let mut groups: Vec<Vec<InputEntity>> = vec![Vec::new(); partitions];
+        for (i, e) in entities.into_iter().enumerate() {
+            groups[i % partitions].push(e);
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(Arc::new(ExternExec {
+            groups,
+            format: self.format.clone(),
+            schema,
+            limit,
+            properties,
+        }))
+    }
+}
+
+/// Reads groups of input entities as record batches, one partition per group.
+#[derive(Debug)]
+struct ExternExec {
+    groups: Vec<Vec<InputEntity>>,
+    format: InputFormat,
+    schema: SchemaRef,
+    limit: Option<usize>,
+    properties: Arc<PlanProperties>,
+}
+
+impl DisplayAs for ExternExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ExternExec: format={}, partitions={}",
+            self.format.type_name(),
+            self.groups.len()
+        )
+    }
+}
+
+impl ExecutionPlan for ExternExec {
+    fn name(&self) -> &str {
+        "ExternExec"
+    }
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+    fn replace_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: datafusion::physical_plan::ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let entities = self.groups.get(partition).cloned().unwrap_or_default();
+        let format = self.format.clone();
+        let schema = Arc::clone(&self.schema);
+        let limit = self.limit;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
+        let thread_schema = Arc::clone(&schema);
+        // A plain thread: parsing is blocking work, and it ends when the receiver is dropped.
+        std::thread::Builder::new()
+            .name("dolmen-extern".into())
+            .spawn(move || read_entities(&entities, &format, &thread_schema, limit, &tx))
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// Reads `entities` in order, sending batches of [`BATCH_ROWS`] rows until done, `limit`
+/// rows, an error, or the receiver is gone.
+fn read_entities(
+    entities: &[InputEntity],
+    format: &InputFormat,
+    schema: &SchemaRef,
+    limit: Option<usize>,
+    tx: &tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+) {
+    let mut builders = Builders::new(schema);
+    let mut sent = 0usize;
+    for entity in entities {
+        let rows = match open_rows(entity, format) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(DataFusionError::Execution(format!(
+                    "EXTERN: cannot read [{}]: {e}",
+                    entity.name()
+                ))));
+                return;
+            }
+        };
+        for row in rows {
+            let row = match row {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(DataFusionError::Execution(format!(
+                        "CannotParseExternalData: [{}]: {e}",
+                        entity.name()
+                    ))));
+                    return;
+                }
+            };
+            builders.push(&row);
+            if builders.len() >= BATCH_ROWS || limit.is_some_and(|l| sent + builders.len() >= l) {
+                let n = builders.len();
+                if tx.blocking_send(builders.finish()).is_err() {
+                    return;
+                }
+                sent += n;
+                if limit.is_some_and(|l| sent >= l) {
+                    return;
+                }
+            }
+        }
+    }
+    if builders.len() > 0 {
+        let _ = tx.blocking_send(builders.finish());
+    }
+}
+
+/// One Arrow builder per signature column.
+struct Builders {
+    schema: SchemaRef,
+    cols: Vec<Col>,
+    rows: usize,
+}
+
+enum Col {
+    Str(StringBuilder),
+    Json(StringBuilder),
+    Long(Int64Builder),
+    Double(Float64Builder),
+    Float(Float32Builder),
+    List(ListBuilder<Box<dyn ArrayBuilder>>, DataType),
+}
+
+impl Builders {
+    fn new(schema: &SchemaRef) -> Builders {
+        let cols = schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Int64 => Col::Long(Int64Builder::new()),
+                DataType::Float64 => Col::Double(Float64Builder::new()),
+                DataType::Float32 => Col::Float(Float32Builder::new()),
+                DataType::List(inner) => {
+                    let b: Box<dyn ArrayBuilder> = match inner.data_type() {
+                        DataType::Int64 => Box::new(Int64Builder::new()),
+                        DataType::Float64 => Box::new(Float64Builder::new()),
+                        _ => Box::new(StringBuilder::new()),
+                    };
+                    Col::List(ListBuilder::new(b), inner.data_type().clone())
+                }
+                _ if crate::functions::scalar::is_json_field(f) => Col::Json(StringBuilder::new()),
+                _ => Col::Str(StringBuilder::new()),
+            })
+            .collect();
+        Builders {
+            schema: Arc::clone(schema),
+            cols,
+            rows: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.rows
+    }
+
+    fn push(&mut self, row: &serde_json::Map<String, Value>) {
+        for (field, col) in self.schema.fields().iter().zip(self.cols.iter_mut()) {
+            let v = row.get(field.name()).unwrap_or(&Value::Null);
+            match col {
+                Col::Str(b) => b.append_option(convert::to_text(v)),
+                Col::Json(b) => b.append_option((!v.is_null()).then(|| v.to_string())),
+                Col::Long(b) => b.append_option(convert::to_long(v)),
+                Col::Double(b) => b.append_option(convert::to_double(v)),
+                Col::Float(b) => b.append_option(convert::to_double(v).map(|x| x as f32)),
+                Col::List(b, inner) => {
+                    let items: Vec<&Value> = match v {
+                        Value::Null => {
+                            b.append(false);
+                            continue;
+                        }
+                        Value::Array(a) => a.iter().collect(),
+                        other => vec![other],
+                    };
+                    let values = b.values();
+                    for item in items {
+                        match inner {
+                            DataType::Int64 => values
+                                .as_any_mut()
+                                .downcast_mut::<Int64Builder>()
+                                .expect("long list")
+                                .append_option(convert::to_long(item)),
+                            DataType::Float64 => values
+                                .as_any_mut()
+                                .downcast_mut::<Float64Builder>()
+                                .expect("double list")
+                                .append_option(convert::to_double(item)),
+                            _ => values
+                                .as_any_mut()
+                                .downcast_mut::<StringBuilder>()
+                                .expect("string list")
+                                .append_option(convert::to_text(item)),
+                        }
+                    }
+                    b.append(true);
+                }
+            }
+        }
+        self.rows += 1;
+    }
+
+    fn finish(&mut self) -> Result<RecordBatch> {
+        let arrays: Vec<ArrayRef> = self
+            .cols
+            .iter_mut()
+            .map(|c| -> ArrayRef {
+                match c {
+                    Col::Str(b) | Col::Json(b) => Arc::new(b.finish()),
+                    Col::Long(b) => Arc::new(b.finish()),
+                    Col::Double(b) => Arc::new(b.finish()),
+                    Col::Float(b) => Arc::new(b.finish()),
+                    Col::List(b, _) => Arc::new(b.finish()),
+                }
+            })
+            .collect();
+        self.rows = 0;
+        let arrays = arrays
+            .into_iter()
+            .zip(self.schema.fields())
+            .map(|(a, f)| {
+                if a.data_type() == f.data_type() {
+                    Ok(a)
+                } else {
+                    // List item fields are named and nullable like the schema's.
+                    arrow::compute::cast(&a, f.data_type())
+                }
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), arrays)?)
+    }
+}
+
+/// Druid's conversions of input values to column types (the rules of its dimension handlers
+/// and `Rows.objectToNumber`): numbers from numeric strings, booleans as 1/0 (text `true` /
+/// `false`), anything unparseable as null.
+pub mod convert {
+    use serde_json::Value;
+
+    /// A value as a string column value (arrays and objects as their JSON text).
+    pub fn to_text(v: &Value) -> Option<String> {
+        match v {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            Value::Bool(b) => Some(b.to_string()),
+            Value::Number(n) => Some(n.to_string()),
+            other => Some(other.to_string()),
+        }
+    }
+
+    /// A value as a long (doubles truncate toward zero).
+    pub fn to_long(v: &Value) -> Option<i64> {
+        match v {
+            Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+            Value::String(s) => {
+                let t = s.trim();
+                t.parse::<i64>().ok().or_else(|| {
+                    t.parse::<f64>()
+                        .ok()
+                        .filter(|f| f.is_finite())
+                        .map(|f| f as i64)
+                })
+            }
+            Value::Bool(b) => Some(i64::from(*b)),
+            _ => None,
+        }
+    }
+
+    /// A value as a double.
+    pub fn to_double(v: &Value) -> Option<f64> {
+        match v {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse::<f64>().ok(),
+            Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+
+    #[test]
+    fn rewrites_both_forms_and_keeps_lines() {
+        let d = GenericDialect {};
+        let sql = "SELECT *\nFROM TABLE(EXTERN('{\"type\":\"inline\",\"data\":\"a\"}', '{\"type\":\"csv\"}', '[{\"name\":\"x\",\"type\":\"string\"}]'))\nWHERE x = 'y'";
+        let out = rewrite_extern(sql, &d).unwrap();
+        assert_eq!(
+            out,
+            "SELECT *\nFROM extern('{\"type\":\"inline\",\"data\":\"a\"}', '{\"type\":\"csv\"}', '[{\"name\":\"x\",\"type\":\"string\"}]')\nWHERE x = 'y'"
+        );
+        let sql = "SELECT * FROM TABLE(EXTERN(\n  inputSource => 'S',\n  inputFormat => 'F'\n)) EXTEND (\"ts\" VARCHAR, n BIGINT, tags VARCHAR ARRAY) AS t";
+        let out = rewrite_extern(sql, &d).unwrap();
+        assert_eq!(
+            out,
+            "SELECT * FROM extern('S', 'F', '[{\"name\":\"ts\",\"type\":\"string\"},{\"name\":\"n\",\"type\":\"long\"},{\"name\":\"tags\",\"type\":\"ARRAY<STRING>\"}]')\n\n\n AS t"
+        );
+        // Without EXTEND keyword, and text without extern is untouched.
+        let out = rewrite_extern(
+            "SELECT * FROM TABLE(EXTERN(inputSource => 'S', inputFormat => 'F')) (a DOUBLE)",
+            &d,
+        )
+        .unwrap();
+        assert!(
+            out.ends_with("'[{\"name\":\"a\",\"type\":\"double\"}]')"),
+            "{out}"
+        );
+        assert_eq!(rewrite_extern("SELECT 'x'", &d).unwrap(), "SELECT 'x'");
+        let e = rewrite_extern("SELECT * FROM TABLE(EXTERN(x => 'a'))", &d).unwrap_err();
+        assert!(e.to_string().contains("unknown argument [x]"), "{e}");
+        let e =
+            rewrite_extern("SELECT * FROM TABLE(EXTERN('a', 'b')) EXTEND (a WAT)", &d).unwrap_err();
+        assert!(e.to_string().contains("unsupported type [WAT]"), "{e}");
+    }
+
+    #[test]
+    fn conversions_follow_druid() {
+        use serde_json::json;
+        assert_eq!(convert::to_long(&json!("12")), Some(12));
+        assert_eq!(convert::to_long(&json!("12.9")), Some(12));
+        assert_eq!(convert::to_long(&json!("x")), None);
+        assert_eq!(convert::to_long(&json!(true)), Some(1));
+        assert_eq!(convert::to_double(&json!("1.5")), Some(1.5));
+        assert_eq!(convert::to_text(&json!(3)), Some("3".into()));
+        assert_eq!(convert::to_text(&json!(null)), None);
+    }
+
+    #[tokio::test]
+    async fn reads_inline_rows_with_types() {
+        let ctx = datafusion::prelude::SessionContext::new();
+        ctx.register_udtf(EXTERN_FUNCTION, Arc::new(ExternFunction));
+        let sql = r#"SELECT * FROM extern('{"type":"inline","data":"{\"a\":\"1\",\"b\":2.5,\"t\":[\"x\",\"y\"]}\n{\"a\":\"z\",\"t\":\"w\"}"}', '{"type":"json"}', '[{"name":"a","type":"long"},{"name":"b","type":"double"},{"name":"t","type":"ARRAY<STRING>"}]')"#;
+        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        let text = arrow::util::pretty::pretty_format_batches(&batches)
+            .unwrap()
+            .to_string();
+        assert!(text.contains("| 1 | 2.5 | [x, y] |"), "{text}");
+        assert!(text.contains("|   |     | [w]    |"), "{text}");
+        let e = ctx
+            .sql(r#"SELECT * FROM extern('{"type":"druid","dataSource":"x","interval":"2000/2001"}', '{"type":"json"}', '[{"name":"a","type":"long"}]')"#)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("druid"), "{e}");
+        let e = ctx
+            .sql(r#"SELECT * FROM extern('{"type":"inline","data":""}', '{"type":"json"}', '[{"name":"a","type":"wat"}]')"#)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown type [wat]"), "{e}");
+    }
+}
