@@ -9,6 +9,9 @@ seed, cached between runs), then for each format:
 * Dolmen: submits a native batch task (``index_parallel``, local input source) to a running
   ``dolmen server`` and times from the ``POST /task`` until ``SELECT COUNT(*)`` over SQL returns
   every row (submission to queryable);
+* Dolmen SQL (``--sql``): the same load as SQL-based ingestion, ``REPLACE INTO ... OVERWRITE
+  ALL SELECT ... FROM TABLE(EXTERN(...)) PARTITIONED BY DAY`` submitted to ``/v2/sql/task``,
+  timed the same way;
 * DuckDB: times ``CREATE TABLE AS SELECT * FROM read_<format>(...)`` into a fresh on-disk
   database, in the same run.
 
@@ -112,6 +115,26 @@ def spec(ds: str, data_dir: str, file_name: str, input_format: dict) -> dict:
     }
 
 
+SIGNATURE = [
+    ("__time", "string"), ("channel", "string"), ("page", "string"), ("user", "string"),
+    ("countryName", "string"), ("isRobot", "string"), ("added", "long"), ("deleted", "long"),
+    ("delta", "long"),
+]
+
+
+def sql_ingest(ds: str, data_dir: str, file_name: str, fmt: str, input_format: dict) -> str:
+    """The REPLACE statement loading one file, as the native spec does (no rollup, DAY)."""
+    sig = [{"name": n, "type": ("long" if fmt == "parquet" and n == "__time" else t)}
+           for n, t in SIGNATURE]
+    time_expr = 'MILLIS_TO_TIMESTAMP("__time")' if fmt == "parquet" else 'TIME_PARSE("__time")'
+    source = json.dumps({"type": "local", "files": [os.path.join(data_dir, file_name)]})
+    return (f'REPLACE INTO "{ds}" OVERWRITE ALL\n'
+            f'SELECT {time_expr} AS "__time", channel, page, "user", countryName, '
+            f'CAST(isRobot AS VARCHAR) AS isRobot, 1 AS "count", added, deleted, delta\n'
+            f"FROM TABLE(EXTERN('{source}', '{json.dumps(input_format)}', '{json.dumps(sig)}'))\n"
+            f"PARTITIONED BY DAY")
+
+
 def http(method: str, url: str, body=None):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method,
@@ -148,6 +171,24 @@ def dolmen_load(base: str, ds: str, body: dict, rows: int) -> float:
         time.sleep(0.05)
 
 
+def dolmen_sql_load(base: str, ds: str, sql: str, rows: int) -> float:
+    t0 = time.time()
+    task = http("POST", f"{base}/druid/v2/sql/task", {"query": sql})["taskId"]
+    while True:
+        st = http("GET", f"{base}/druid/indexer/v1/task/{task}/status")["status"]
+        if st["status"] == "FAILED":
+            raise RuntimeError(f"task {task} failed: {st.get('errorMsg')}")
+        if st["status"] == "SUCCESS":
+            break
+        time.sleep(0.05)
+    while True:
+        got = http("POST", f"{base}/druid/v2/sql",
+                   {"query": f'SELECT COUNT(*) AS c FROM "{ds}"'})[0]["c"]
+        if got == rows:
+            return time.time() - t0
+        time.sleep(0.05)
+
+
 def duck_load(fmt: str, path: str, rows: int) -> float:
     db = tempfile.mktemp(suffix=".duckdb")
     con = duckdb.connect(db)
@@ -169,6 +210,8 @@ def main() -> None:
     ap.add_argument("--formats", default="json,csv,parquet")
     ap.add_argument("--data", default=os.path.join(os.getcwd(), "target", "bench-data"))
     ap.add_argument("--dolmen", required=True, help="path to a release dolmen binary")
+    ap.add_argument("--sql", action="store_true",
+                    help="also time SQL-based ingestion (REPLACE ... EXTERN) of each file")
     args = ap.parse_args()
     data_dir = os.path.join(args.data, str(args.rows))
     generate(data_dir, args.rows)
@@ -179,25 +222,33 @@ def main() -> None:
         for fmt in args.formats.split(","):
             name, input_format = FORMATS[fmt]
             path = os.path.join(data_dir, name)
-            d_times, q_times = [], []
+            d_times, s_times, q_times = [], [], []
             for run in range(args.runs):
                 ds = f"bench_{fmt}_{run}"
                 d_times.append(dolmen_load(base, ds, spec(ds, data_dir, name, input_format), args.rows))
+                if args.sql:
+                    sds = f"bench_sql_{fmt}_{run}"
+                    s_times.append(dolmen_sql_load(
+                        base, sds, sql_ingest(sds, data_dir, name, fmt, input_format), args.rows))
                 q_times.append(duck_load(fmt, path, args.rows))
-                print(f"{fmt} run {run}: dolmen {d_times[-1]:.2f} s, duckdb {q_times[-1]:.2f} s",
-                      file=sys.stderr)
+                sql_part = f", dolmen SQL {s_times[-1]:.2f} s" if args.sql else ""
+                print(f"{fmt} run {run}: dolmen {d_times[-1]:.2f} s{sql_part}, "
+                      f"duckdb {q_times[-1]:.2f} s", file=sys.stderr)
             results.append((fmt, os.path.getsize(path), statistics.median(d_times),
+                            statistics.median(s_times) if s_times else None,
                             statistics.median(q_times)))
     finally:
         proc.terminate()
         proc.wait()
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n{args.rows} rows, {os.cpu_count()} cores, median of {args.runs} run(s)\n")
-    print("| format | input MB | Dolmen s | Dolmen rows/s | DuckDB s | DuckDB rows/s | Dolmen/DuckDB |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for fmt, size, d, q in results:
-        print(f"| {fmt} | {size / 1e6:.0f} | {d:.2f} | {args.rows / d:,.0f} | {q:.2f} | "
-              f"{args.rows / q:,.0f} | {q / d:.2f}x |")
+    print("| format | input MB | Dolmen s | Dolmen rows/s | Dolmen SQL s | SQL/native rate "
+          "| DuckDB s | DuckDB rows/s | Dolmen/DuckDB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for fmt, size, d, s, q in results:
+        sql_cols = f"{s:.2f} | {d / s:.2f}x" if s else "- | -"
+        print(f"| {fmt} | {size / 1e6:.0f} | {d:.2f} | {args.rows / d:,.0f} | {sql_cols} | "
+              f"{q:.2f} | {args.rows / q:,.0f} | {q / d:.2f}x |")
 
 
 if __name__ == "__main__":

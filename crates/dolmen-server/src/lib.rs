@@ -13,6 +13,7 @@ pub mod coordinator;
 pub mod error;
 pub mod paths;
 pub mod sql;
+pub mod statements;
 pub mod tasks;
 
 use std::net::SocketAddr;
@@ -60,6 +61,8 @@ pub struct AppState {
     pub port: u16,
     /// Synchronous SQL queries now running, for `DELETE /v2/sql/{sqlQueryId}`.
     pub queries: Arc<sql::RunningQueries>,
+    /// Where statement results are kept.
+    pub results: Arc<dolmen_query::statement::ResultStores>,
 }
 
 impl AppState {
@@ -74,6 +77,15 @@ fn api_routes() -> Router<Arc<AppState>> {
     Router::new()
         .route(paths::SQL, post(sql::post_sql))
         .route(paths::SQL_QUERY, axum::routing::delete(sql::cancel_sql))
+        .route(paths::SQL_STATEMENTS, post(statements::submit_statement))
+        .route(paths::SQL_STATEMENTS_ENABLED, get(statements::enabled))
+        .route(
+            paths::SQL_STATEMENT,
+            get(statements::get_statement).delete(statements::cancel_statement),
+        )
+        .route(paths::SQL_STATEMENT_RESULTS, get(statements::get_results))
+        .route(paths::SQL_TASK, post(statements::submit_task))
+        .route(paths::SQL_TASK_ENABLED, get(statements::enabled))
         .route(paths::TASK_SUBMIT, post(tasks::submit))
         .route(paths::TASK, get(tasks::get_task))
         .route(paths::TASK_STATUS, get(tasks::get_status))

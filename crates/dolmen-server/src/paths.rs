@@ -18,6 +18,19 @@ pub const SQL: &str = "/v2/sql";
 /// `DELETE`: cancel the synchronous queries with this `sqlQueryId`.
 pub const SQL_QUERY: &str = "/v2/sql/{id}";
 
+/// `POST /v2/sql/statements`: submit an async statement.
+pub const SQL_STATEMENTS: &str = "/v2/sql/statements";
+/// `GET /v2/sql/statements/enabled`.
+pub const SQL_STATEMENTS_ENABLED: &str = "/v2/sql/statements/enabled";
+/// `GET` status / `DELETE` cancel of a statement.
+pub const SQL_STATEMENT: &str = "/v2/sql/statements/{id}";
+/// `GET` the results of a statement.
+pub const SQL_STATEMENT_RESULTS: &str = "/v2/sql/statements/{id}/results";
+/// `POST /v2/sql/task`: run a statement as a task.
+pub const SQL_TASK: &str = "/v2/sql/task";
+/// `GET /v2/sql/task/enabled`.
+pub const SQL_TASK_ENABLED: &str = "/v2/sql/task/enabled";
+
 /// `POST /indexer/v1/task`.
 pub const TASK_SUBMIT: &str = "/indexer/v1/task";
 /// `GET /indexer/v1/task/{taskId}`.

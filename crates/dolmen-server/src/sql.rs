@@ -33,9 +33,9 @@ use crate::error::SqlError;
 
 /// A request that cannot become a query: its status (400 or 415) and the error.
 #[derive(Debug)]
-struct RequestError {
-    status: StatusCode,
-    error: QueryError,
+pub(crate) struct RequestError {
+    pub(crate) status: StatusCode,
+    pub(crate) error: QueryError,
 }
 
 impl std::fmt::Display for RequestError {
@@ -133,7 +133,7 @@ pub(crate) async fn cancel_sql(
 }
 
 /// Reads the SQL request from the body according to its Content-Type.
-fn parse_request(headers: &HeaderMap, body: &Bytes) -> Result<SqlQuery, RequestError> {
+pub(crate) fn parse_request(headers: &HeaderMap, body: &Bytes) -> Result<SqlQuery, RequestError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -235,6 +235,13 @@ pub(crate) async fn post_sql(
             return with_query_id(SqlError { error, host }.into_response(), &id);
         }
     };
+    if let Some(dml) = prepared.dml() {
+        let error = QueryError::InvalidInput(format!(
+            "{} operations are not supported by the synchronous SQL endpoint; submit the statement to /druid/v2/sql/task or to /druid/v2/sql/statements with context executionMode ASYNC",
+            dml.kind.operation()
+        ));
+        return with_query_id(SqlError { error, host }.into_response(), &prepared.query_id);
+    }
     let query_id = prepared.query_id.clone();
     let format = q.result_format.unwrap_or_default();
     let header = q.header;

@@ -58,6 +58,56 @@ pub struct ServerConfig {
     /// Input-source security and connection settings (`service.ingestion.http.*`,
     /// `service.s3.*`; see docs/ingestion.md).
     pub input_sources: dolmen_ingest::input::InputSourceConfig,
+    /// Durable storage of the multi-stage engine (`service.msq.intermediate.storage.*`):
+    /// where `selectDestination: durableStorage` statement results go; `None` when disabled.
+    pub durable_storage: Option<DurableStorageConfig>,
+}
+
+/// `service.msq.intermediate.storage.*` (Druid: `druid.msq.intermediate.storage.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DurableStorageConfig {
+    /// `type=local`: a directory (`basePath`; default `<dataDir>/durable-storage`).
+    Local(PathBuf),
+    /// `type=s3`: `bucket` and `prefix`, with the `service.s3.*` client settings.
+    S3 {
+        /// Bucket.
+        bucket: String,
+        /// Key prefix.
+        prefix: String,
+    },
+}
+
+impl DurableStorageConfig {
+    fn from_properties(
+        props: &Properties,
+        data_dir: &std::path::Path,
+    ) -> anyhow::Result<Option<Self>> {
+        const P: &str = "service.msq.intermediate.storage";
+        // Enabled by default: on one machine a local directory always works.
+        if !props
+            .get_parsed::<bool>(&format!("{P}.enable"))?
+            .unwrap_or(true)
+        {
+            return Ok(None);
+        }
+        match props.get(&format!("{P}.type")).unwrap_or("local") {
+            "local" => Ok(Some(DurableStorageConfig::Local(
+                props
+                    .get(&format!("{P}.basePath"))
+                    .map_or_else(|| data_dir.join("durable-storage"), PathBuf::from),
+            ))),
+            "s3" => {
+                let bucket = props
+                    .get(&format!("{P}.bucket"))
+                    .ok_or_else(|| anyhow::anyhow!("{P}.bucket: required when {P}.type is s3"))?;
+                Ok(Some(DurableStorageConfig::S3 {
+                    bucket: bucket.to_string(),
+                    prefix: props.get(&format!("{P}.prefix")).unwrap_or("").to_string(),
+                }))
+            }
+            other => anyhow::bail!("{P}.type: [{other}] is not one of [local, s3]"),
+        }
+    }
 }
 
 impl ServerConfig {
@@ -79,7 +129,13 @@ impl ServerConfig {
     /// When a property holds an invalid value.
     pub fn from_parts(args: &ServerArgs, props: &Properties) -> anyhow::Result<ServerConfig> {
         let cores = num_cpus::get().max(1);
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or_else(|| props.get("service.dataDir").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("var"));
         Ok(ServerConfig {
+            durable_storage: DurableStorageConfig::from_properties(props, &data_dir)?,
             port: match args.port {
                 Some(p) => p,
                 None => props
@@ -91,11 +147,7 @@ impl ServerConfig {
                 .clone()
                 .or_else(|| props.get("service.host").map(str::to_string))
                 .unwrap_or_else(|| "127.0.0.1".to_string()),
-            data_dir: args
-                .data_dir
-                .clone()
-                .or_else(|| props.get("service.dataDir").map(PathBuf::from))
-                .unwrap_or_else(|| PathBuf::from("var")),
+            data_dir,
             worker_capacity: match args.worker_capacity {
                 Some(c) => c,
                 None => props

@@ -19,6 +19,7 @@ use anyhow::Context as _;
 use dolmen_metadata::{MetadataStore, SqlMetadataStore};
 use dolmen_overlord::{Overlord, OverlordConfig, TaskLogs};
 use dolmen_query::QueryEngine;
+use dolmen_query::statement::{ResultStore, ResultStores, StatementRunner};
 use dolmen_server::AppState;
 use dolmen_storage::{DeepStorage, SegmentCache, SegmentView};
 use tokio::net::TcpListener;
@@ -135,6 +136,12 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         .enable_all()
         .build()
         .context("cannot start the query runtime")?;
+    let results = Arc::new(result_stores(config)?);
+    overlord.set_controller_runner(Arc::new(StatementRunner::new(
+        Arc::clone(&engine),
+        Arc::clone(&results),
+        query_runtime.handle().clone(),
+    )));
     let state = Arc::new(AppState {
         overlord,
         engine,
@@ -144,6 +151,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         host: advertised_host(&config.host),
         port: addr.port(),
         queries: Arc::default(),
+        results,
     });
 
     let http_shutdown = CancellationToken::new();
@@ -186,6 +194,42 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         http_shutdown,
         background,
         background_shutdown,
+    })
+}
+
+/// The stores of statement results: the task-report store under the data directory and, when
+/// enabled, durable storage (local directory or S3, see [`crate::config::DurableStorageConfig`]).
+fn result_stores(config: &ServerConfig) -> anyhow::Result<ResultStores> {
+    let task_report = ResultStore::local(&config.data_dir.join("statement-results"))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let durable = match &config.durable_storage {
+        None => None,
+        Some(crate::config::DurableStorageConfig::Local(dir)) => {
+            Some(ResultStore::local(dir).map_err(|e| anyhow::anyhow!(e))?)
+        }
+        Some(crate::config::DurableStorageConfig::S3 { bucket, prefix }) => {
+            let s3 = &config.input_sources.s3;
+            let mut b = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_virtual_hosted_style_request(false);
+            if let Some(e) = &s3.endpoint {
+                b = b.with_endpoint(e).with_allow_http(true);
+            }
+            if let Some(r) = &s3.region {
+                b = b.with_region(r);
+            }
+            if let (Some(a), Some(k)) = (&s3.access_key, &s3.secret_key) {
+                b = b.with_access_key_id(a).with_secret_access_key(k);
+            }
+            let store = b
+                .build()
+                .context("service.msq.intermediate.storage: cannot create the S3 client")?;
+            Some(ResultStore::new(Arc::new(store), prefix))
+        }
+    };
+    Ok(ResultStores {
+        task_report,
+        durable,
     })
 }
 

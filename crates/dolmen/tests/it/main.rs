@@ -10,4 +10,5 @@ mod lifecycle;
 mod sql_api;
 mod sql_formats;
 mod sql_functions;
+mod statements;
 mod tasks_api;
