@@ -13,6 +13,7 @@
 
 pub mod dml;
 pub mod engine;
+mod extern_files;
 pub mod external;
 pub mod functions;
 pub mod index;

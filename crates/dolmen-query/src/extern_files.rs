@@ -1,0 +1,793 @@
+//! The fast path of `EXTERN` ([`crate::external`]) for local files: NDJSON, CSV/TSV and Parquet
+//! decoded straight into Arrow batches, in parallel byte ranges (text) or row groups
+//! (Parquet), instead of row by row through JSON maps.
+//!
+//! Values get exactly the general path's Druid conversions ([`crate::external::convert`]),
+//! applied a column at a time ([`to_signature`]): text columns are decoded as strings (NDJSON
+//! numbers and booleans as their text) and parsed leniently (unparseable numbers are null),
+//! Parquet columns are cast (timestamps as epoch ms, as Druid reads them).
+//!
+//! NDJSON that the vectorized decoder rejects (an object where the signature has a scalar, a
+//! scalar in an array column) is re-read row by row for that byte range, skipping the rows
+//! already sent, so the answer is always the general path's. Not taken here (the general path
+//! reads them): gzip files, `flattenSpec` fields, CSV `skipHeaderRows`/`tryParseNumbers`,
+//! multi-byte TSV delimiters, `COMPLEX<json>` columns, and non-local sources.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, Float32Array, Float64Array, Int64Array, ListBuilder, StringArray,
+    StringBuilder, new_null_array,
+};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use datafusion::common::{DataFusionError, Result};
+use dolmen_ingest::input::{InputEntity, InputFormat, InputSource};
+
+use crate::external::convert;
+
+/// Rows per decoded batch.
+const BATCH_ROWS: usize = 16 * 1024;
+
+/// Smallest byte range worth its own task.
+const MIN_RANGE_BYTES: u64 = 8 << 20;
+
+/// How the files are decoded.
+#[derive(Debug, Clone)]
+pub(crate) enum FileFormat {
+    /// Newline-delimited JSON.
+    Json,
+    /// CSV or TSV, every column read as text.
+    Delimited {
+        delimiter: u8,
+        /// 0: no quoting (TSV).
+        quote: u8,
+        header: bool,
+        columns: Vec<String>,
+        list_delimiter: String,
+    },
+    /// Parquet.
+    Parquet,
+}
+
+/// One unit of work of a partition.
+#[derive(Debug, Clone)]
+pub(crate) enum FileTask {
+    /// Bytes `[start, end)` of a text file, starting at a line start.
+    Range { file: usize, start: u64, end: u64 },
+    /// Row groups of a Parquet file.
+    RowGroups { file: usize, groups: Vec<usize> },
+}
+
+/// Local files eligible for the fast path, and their format.
+#[derive(Debug, Clone)]
+pub(crate) struct FilePlan {
+    pub(crate) format: FileFormat,
+    pub(crate) files: Vec<PathBuf>,
+}
+
+/// The fast-path plan for `entities`, or `None` when the general path must read them.
+pub(crate) fn plan(
+    source: &InputSource,
+    format: &InputFormat,
+    schema: &SchemaRef,
+    entities: &[InputEntity],
+) -> Option<FilePlan> {
+    if !matches!(source, InputSource::Local { .. }) || entities.is_empty() {
+        return None;
+    }
+    if schema
+        .fields()
+        .iter()
+        .any(|f| crate::functions::scalar::is_json_field(f))
+    {
+        return None;
+    }
+    let mut files = Vec::with_capacity(entities.len());
+    for e in entities {
+        let InputEntity::File(p) = e else { return None };
+        let name = p.to_string_lossy().to_ascii_lowercase();
+        if name.ends_with(".gz") || name.ends_with(".gzip") {
+            return None;
+        }
+        files.push(p.clone());
+    }
+    let flatten_fields = |f: &Option<serde_json::Value>| {
+        f.as_ref()
+            .and_then(|v| v.get("fields"))
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+    };
+    let format = match format {
+        InputFormat::Json { flatten_spec, .. } if !flatten_fields(flatten_spec) => FileFormat::Json,
+        InputFormat::Parquet { flatten_spec, .. } if !flatten_fields(flatten_spec) => {
+            FileFormat::Parquet
+        }
+        InputFormat::Csv {
+            columns,
+            list_delimiter,
+            find_columns_from_header,
+            skip_header_rows,
+            has_header_row,
+            try_parse_numbers,
+        } => delimited(
+            &files,
+            b',',
+            b'"',
+            columns.as_deref(),
+            list_delimiter.as_deref(),
+            find_columns_from_header
+                .or(*has_header_row)
+                .unwrap_or(false),
+            skip_header_rows.unwrap_or(0),
+            try_parse_numbers.unwrap_or(false),
+        )?,
+        InputFormat::Tsv {
+            delimiter,
+            columns,
+            list_delimiter,
+            find_columns_from_header,
+            skip_header_rows,
+            has_header_row,
+            try_parse_numbers,
+        } => {
+            let d = delimiter.as_deref().unwrap_or("\t");
+            if d.len() != 1 {
+                return None;
+            }
+            delimited(
+                &files,
+                d.as_bytes()[0],
+                0,
+                columns.as_deref(),
+                list_delimiter.as_deref(),
+                find_columns_from_header
+                    .or(*has_header_row)
+                    .unwrap_or(false),
+                skip_header_rows.unwrap_or(0),
+                try_parse_numbers.unwrap_or(false),
+            )?
+        }
+        _ => return None,
+    };
+    Some(FilePlan { format, files })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn delimited(
+    files: &[PathBuf],
+    delimiter: u8,
+    quote: u8,
+    columns: Option<&[String]>,
+    list_delimiter: Option<&str>,
+    header: bool,
+    skip_header_rows: usize,
+    try_parse_numbers: bool,
+) -> Option<FileFormat> {
+    if skip_header_rows > 0 || try_parse_numbers {
+        return None;
+    }
+    let columns = if header {
+        // Every file must carry the same header.
+        let mut first: Option<Vec<String>> = None;
+        for f in files {
+            let h = read_header(f, delimiter, quote)?;
+            match &first {
+                None => first = Some(h),
+                Some(c) if *c == h => {}
+                Some(_) => return None,
+            }
+        }
+        first?
+    } else {
+        columns.filter(|c| !c.is_empty())?.to_vec()
+    };
+    let mut seen = std::collections::HashSet::new();
+    if columns
+        .iter()
+        .any(|c| c.is_empty() || !seen.insert(c.clone()))
+    {
+        return None;
+    }
+    Some(FileFormat::Delimited {
+        delimiter,
+        quote,
+        header,
+        columns,
+        // Druid's default multi-value delimiter.
+        list_delimiter: list_delimiter.unwrap_or("\u{1}").to_string(),
+    })
+}
+
+fn read_header(path: &PathBuf, delimiter: u8, quote: u8) -> Option<Vec<String>> {
+    let file = File::open(path).ok()?;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .delimiter(delimiter)
+        .quoting(quote != 0)
+        .quote(if quote == 0 { b'"' } else { quote })
+        .from_reader(BufReader::new(file));
+    let mut rec = csv::StringRecord::new();
+    match rdr.read_record(&mut rec) {
+        Ok(true) => Some(rec.iter().map(str::to_string).collect()),
+        _ => None,
+    }
+}
+
+impl FilePlan {
+    /// Splits the files into about `partitions` groups of tasks: text files in line-aligned
+    /// byte ranges, Parquet files by row group.
+    pub(crate) fn tasks(&self, partitions: usize) -> Result<Vec<Vec<FileTask>>> {
+        let partitions = partitions.max(1);
+        let mut tasks = Vec::new();
+        match self.format {
+            FileFormat::Parquet => {
+                for (i, f) in self.files.iter().enumerate() {
+                    let file = File::open(f).map_err(|e| io_err(f, e))?;
+                    let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+                        .parse_and_finish(&file)
+                        .map_err(|e| {
+                            DataFusionError::Execution(format!("EXTERN: [{}]: {e}", f.display()))
+                        })?;
+                    for g in 0..meta.num_row_groups() {
+                        tasks.push(FileTask::RowGroups {
+                            file: i,
+                            groups: vec![g],
+                        });
+                    }
+                }
+            }
+            _ => {
+                let total: u64 = self
+                    .files
+                    .iter()
+                    .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+                    .sum();
+                let target = (total / partitions as u64).max(MIN_RANGE_BYTES);
+                for (i, f) in self.files.iter().enumerate() {
+                    let len = std::fs::metadata(f).map_err(|e| io_err(f, e))?.len();
+                    let mut start = 0u64;
+                    while start < len {
+                        let end = if len - start <= target + target / 2 {
+                            len
+                        } else {
+                            line_start_after(f, start + target)?.min(len)
+                        };
+                        tasks.push(FileTask::Range {
+                            file: i,
+                            start,
+                            end,
+                        });
+                        start = end;
+                    }
+                }
+            }
+        }
+        let mut groups: Vec<Vec<FileTask>> = vec![Vec::new(); partitions.min(tasks.len()).max(1)];
+        let n = groups.len();
+        for (i, t) in tasks.into_iter().enumerate() {
+            groups[i % n].push(t);
+        }
+        Ok(groups)
+    }
+}
+
+fn io_err(path: &std::path::Path, e: std::io::Error) -> DataFusionError {
+    DataFusionError::Execution(format!("EXTERN: cannot read [{}]: {e}", path.display()))
+}
+
+/// The offset just past the first `\n` at or after `at` (the file length when none).
+fn line_start_after(path: &PathBuf, at: u64) -> Result<u64> {
+    let mut f = File::open(path).map_err(|e| io_err(path, e))?;
+    f.seek(SeekFrom::Start(at)).map_err(|e| io_err(path, e))?;
+    let mut r = BufReader::with_capacity(64 * 1024, f);
+    let mut skipped = Vec::new();
+    let n = r
+        .read_until(b'\n', &mut skipped)
+        .map_err(|e| io_err(path, e))?;
+    Ok(at + n as u64)
+}
+
+/// Runs `tasks` in order, calling `send` with each converted batch; stops when `send`
+/// returns false.
+pub(crate) fn run(
+    plan: &FilePlan,
+    tasks: &[FileTask],
+    schema: &SchemaRef,
+    send: &mut dyn FnMut(Result<RecordBatch>) -> bool,
+) {
+    for t in tasks {
+        let ok = match t {
+            FileTask::Range { file, start, end } => {
+                read_range(plan, &plan.files[*file], *start, *end, schema, send)
+            }
+            FileTask::RowGroups { file, groups } => {
+                read_row_groups(&plan.files[*file], groups, schema, send)
+            }
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+/// Reads one byte range of a text file; false when the receiver is gone or an error was sent.
+fn read_range(
+    plan: &FilePlan,
+    path: &PathBuf,
+    start: u64,
+    end: u64,
+    schema: &SchemaRef,
+    send: &mut dyn FnMut(Result<RecordBatch>) -> bool,
+) -> bool {
+    let open = || -> std::io::Result<BufReader<std::io::Take<File>>> {
+        let mut f = File::open(path)?;
+        f.seek(SeekFrom::Start(start))?;
+        Ok(BufReader::with_capacity(1 << 20, f.take(end - start)))
+    };
+    let mut reader = match open() {
+        Ok(r) => r,
+        Err(e) => return send(Err(io_err(path, e))),
+    };
+    match &plan.format {
+        FileFormat::Json => {
+            // Everything as text (numbers and booleans as their JSON text), arrays as lists.
+            let read_schema = Arc::new(Schema::new(
+                schema
+                    .fields()
+                    .iter()
+                    .map(|f| match f.data_type() {
+                        DataType::List(_) => Field::new(
+                            f.name(),
+                            DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+                            true,
+                        ),
+                        _ => Field::new(f.name(), DataType::Utf8, true),
+                    })
+                    .collect::<Vec<_>>(),
+            ));
+            let decoder = arrow::json::ReaderBuilder::new(Arc::clone(&read_schema))
+                .with_batch_size(BATCH_ROWS)
+                .with_coerce_primitive(true)
+                .build_decoder();
+            let mut decoder = match decoder {
+                Ok(d) => d,
+                Err(e) => return send(Err(e.into())),
+            };
+            let mut sent_rows = 0usize;
+            loop {
+                let batch =
+                    (|| -> std::result::Result<Option<RecordBatch>, arrow::error::ArrowError> {
+                        loop {
+                            let buf = reader.fill_buf().map_err(|e| {
+                                arrow::error::ArrowError::ExternalError(Box::new(e))
+                            })?;
+                            if buf.is_empty() {
+                                break;
+                            }
+                            let read = buf.len();
+                            let used = decoder.decode(buf)?;
+                            reader.consume(used);
+                            if used != read {
+                                break;
+                            }
+                        }
+                        decoder.flush()
+                    })();
+                match batch {
+                    Ok(None) => return true,
+                    Ok(Some(b)) => {
+                        let n = b.num_rows();
+                        if !send(convert_batch(&b, schema, None)) {
+                            return false;
+                        }
+                        sent_rows += n;
+                    }
+                    // Values of unexpected JSON types: this range row by row, as the general
+                    // path reads them.
+                    Err(_) => return json_rows(path, start, end, sent_rows, schema, send),
+                }
+            }
+        }
+        FileFormat::Delimited {
+            delimiter,
+            quote,
+            header,
+            columns,
+            list_delimiter,
+        } => {
+            let read_schema = Arc::new(Schema::new(
+                columns
+                    .iter()
+                    .map(|c| Field::new(c, DataType::Utf8, true))
+                    .collect::<Vec<_>>(),
+            ));
+            let mut b = arrow::csv::ReaderBuilder::new(Arc::clone(&read_schema))
+                .with_batch_size(BATCH_ROWS)
+                .with_delimiter(*delimiter)
+                .with_header(*header && start == 0)
+                .with_truncated_rows(true);
+            if *quote != 0 {
+                b = b.with_quote(*quote);
+            } else {
+                // TSV has no quoting in Druid: a quote byte text cannot contain.
+                b = b.with_quote(0);
+            }
+            let mut decoder = b.build_decoder();
+            loop {
+                // arrow-csv's own read loop: stop at a full batch or when nothing more decodes
+                // (the end of the input; skipping the header consumes bytes and goes on).
+                let batch =
+                    (|| -> std::result::Result<Option<RecordBatch>, arrow::error::ArrowError> {
+                        loop {
+                            let buf = reader.fill_buf().map_err(|e| {
+                                arrow::error::ArrowError::ExternalError(Box::new(e))
+                            })?;
+                            let used = decoder.decode(buf)?;
+                            reader.consume(used);
+                            if used == 0 || decoder.capacity() == 0 {
+                                break;
+                            }
+                        }
+                        decoder.flush()
+                    })();
+                match batch {
+                    Ok(None) => return true,
+                    Ok(Some(b)) => {
+                        if !send(convert_batch(&b, schema, Some(list_delimiter))) {
+                            return false;
+                        }
+                    }
+                    Err(e) => {
+                        return send(Err(DataFusionError::Execution(format!(
+                            "CannotParseExternalData: [{}]: {e}",
+                            path.display()
+                        ))));
+                    }
+                }
+            }
+        }
+        FileFormat::Parquet => send(Err(DataFusionError::Internal("parquet range".into()))),
+    }
+}
+
+/// The general path over one byte range of an NDJSON file, skipping `skip` rows.
+fn json_rows(
+    path: &PathBuf,
+    start: u64,
+    end: u64,
+    skip: usize,
+    schema: &SchemaRef,
+    send: &mut dyn FnMut(Result<RecordBatch>) -> bool,
+) -> bool {
+    let open = || -> std::io::Result<BufReader<std::io::Take<File>>> {
+        let mut f = File::open(path)?;
+        f.seek(SeekFrom::Start(start))?;
+        Ok(BufReader::with_capacity(1 << 20, f.take(end - start)))
+    };
+    let reader = match open() {
+        Ok(r) => r,
+        Err(e) => return send(Err(io_err(path, e))),
+    };
+    let mut builders = crate::external::Builders::new(schema);
+    let mut seen = 0usize;
+    for line in reader.lines() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => return send(Err(io_err(path, e))),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row: serde_json::Map<String, serde_json::Value> = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                return send(Err(DataFusionError::Execution(format!(
+                    "CannotParseExternalData: [{}]: {e}",
+                    path.display()
+                ))));
+            }
+        };
+        seen += 1;
+        if seen <= skip {
+            continue;
+        }
+        builders.push(&row);
+        if builders.len() >= BATCH_ROWS && !send(builders.finish()) {
+            return false;
+        }
+    }
+    builders.len() == 0 || send(builders.finish())
+}
+
+/// Reads row groups of a Parquet file.
+fn read_row_groups(
+    path: &PathBuf,
+    groups: &[usize],
+    schema: &SchemaRef,
+    send: &mut dyn FnMut(Result<RecordBatch>) -> bool,
+) -> bool {
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let build = || -> std::result::Result<_, String> {
+        let file = File::open(path).map_err(|e| e.to_string())?;
+        let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| e.to_string())?;
+        let file_schema = b.schema().clone();
+        let wanted: Vec<usize> = file_schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| schema.field_with_name(f.name()).is_ok())
+            .map(|(i, _)| i)
+            .collect();
+        let mask = ProjectionMask::roots(b.parquet_schema(), wanted);
+        b.with_projection(mask)
+            .with_row_groups(groups.to_vec())
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| e.to_string())
+    };
+    let reader = match build() {
+        Ok(r) => r,
+        Err(e) => {
+            return send(Err(DataFusionError::Execution(format!(
+                "EXTERN: cannot read [{}]: {e}",
+                path.display()
+            ))));
+        }
+    };
+    for b in reader {
+        let r = b
+            .map_err(|e| DataFusionError::Execution(format!("EXTERN: [{}]: {e}", path.display())))
+            .and_then(|b| convert_batch(&b, schema, None));
+        if !send(r) {
+            return false;
+        }
+    }
+    true
+}
+
+/// A decoded batch as the signature's columns (by name; absent columns are null).
+fn convert_batch(
+    b: &RecordBatch,
+    schema: &SchemaRef,
+    list_delimiter: Option<&str>,
+) -> Result<RecordBatch> {
+    let rows = b.num_rows();
+    let cols = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let src = b.schema().index_of(f.name()).ok().map(|i| b.column(i));
+            to_signature(src, f, rows, list_delimiter)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        cols,
+        &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
+/// One column as the signature type `target`, by Druid's conversion rules. `list_delimiter`
+/// is set for CSV/TSV text, whose empty fields are empty strings (the arrow decoder reads them
+/// as null) and whose array values are delimited text.
+pub(crate) fn to_signature(
+    src: Option<&ArrayRef>,
+    target: &Field,
+    rows: usize,
+    list_delimiter: Option<&str>,
+) -> Result<ArrayRef> {
+    let Some(src) = src else {
+        return Ok(new_null_array(target.data_type(), rows));
+    };
+    let dt = src.data_type();
+    let text = matches!(
+        dt,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
+    let strings = || -> Result<ArrayRef> { Ok(cast(src, &DataType::Utf8)?) };
+    Ok(match target.data_type() {
+        DataType::Utf8 if text => {
+            let s = strings()?;
+            if list_delimiter.is_some() && s.null_count() > 0 {
+                let a = s.as_string::<i32>();
+                Arc::new(
+                    a.iter()
+                        .map(|v| Some(v.unwrap_or("")))
+                        .collect::<StringArray>(),
+                )
+            } else {
+                s
+            }
+        }
+        DataType::Utf8 => match dt {
+            DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => {
+                cast(&millis(src)?, &DataType::Utf8)?
+            }
+            DataType::Float32 | DataType::Float64 => {
+                let f = cast(src, &DataType::Float64)?;
+                Arc::new(
+                    f.as_primitive::<arrow::datatypes::Float64Type>()
+                        .iter()
+                        .map(|v| {
+                            v.map(|x| convert::to_text(&serde_json::json!(x)).unwrap_or_default())
+                        })
+                        .collect::<StringArray>(),
+                )
+            }
+            _ => {
+                cast(src, &DataType::Utf8).unwrap_or_else(|_| new_null_array(&DataType::Utf8, rows))
+            }
+        },
+        DataType::Int64 if text => {
+            let s = strings()?;
+            Arc::new(
+                s.as_string::<i32>()
+                    .iter()
+                    .map(|v| v.and_then(parse_long))
+                    .collect::<Int64Array>(),
+            )
+        }
+        DataType::Int64 => match dt {
+            DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => millis(src)?,
+            _ => cast(src, &DataType::Int64)
+                .unwrap_or_else(|_| new_null_array(&DataType::Int64, rows)),
+        },
+        DataType::Float64 | DataType::Float32 if text => {
+            let s = strings()?;
+            let f: Float64Array = s
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.and_then(|x| x.trim().parse::<f64>().ok()))
+                .collect();
+            if *target.data_type() == DataType::Float32 {
+                Arc::new(
+                    f.iter()
+                        .map(|v| v.map(|x| x as f32))
+                        .collect::<Float32Array>(),
+                )
+            } else {
+                Arc::new(f)
+            }
+        }
+        DataType::Float64 | DataType::Float32 => cast(src, target.data_type())
+            .unwrap_or_else(|_| new_null_array(target.data_type(), rows)),
+        DataType::List(item) => {
+            let as_strings: ArrayRef = match (dt, list_delimiter) {
+                (DataType::List(_) | DataType::LargeList(_), _) => cast(
+                    src,
+                    &DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+                )?,
+                (_, Some(delim)) if text => {
+                    let s = strings()?;
+                    let mut lb = ListBuilder::new(StringBuilder::new());
+                    for v in s.as_string::<i32>().iter() {
+                        match v {
+                            // An empty field (the decoder's null) is an empty list, as the
+                            // row reader gives it.
+                            None => lb.append(true),
+                            Some(v) => {
+                                for part in v.split(delim) {
+                                    lb.values().append_value(part);
+                                }
+                                lb.append(true);
+                            }
+                        }
+                    }
+                    Arc::new(lb.finish())
+                }
+                _ => {
+                    let s = to_signature(
+                        Some(src),
+                        &Field::new("v", DataType::Utf8, true),
+                        rows,
+                        None,
+                    )?;
+                    let mut lb = ListBuilder::new(StringBuilder::new());
+                    for v in s.as_string::<i32>().iter() {
+                        match v {
+                            None => lb.append(false),
+                            Some(v) => {
+                                lb.values().append_value(v);
+                                lb.append(true);
+                            }
+                        }
+                    }
+                    Arc::new(lb.finish())
+                }
+            };
+            if *item.data_type() == DataType::Utf8 {
+                cast(&as_strings, target.data_type())?
+            } else {
+                // Numeric arrays: each element by the scalar rule.
+                let list = as_strings.as_list::<i32>();
+                let values = to_signature(
+                    Some(list.values()),
+                    &Field::new("item", item.data_type().clone(), true),
+                    list.values().len(),
+                    None,
+                )?;
+                Arc::new(arrow::array::ListArray::try_new(
+                    Arc::clone(item),
+                    list.offsets().clone(),
+                    values,
+                    list.nulls().cloned(),
+                )?)
+            }
+        }
+        other => {
+            return Err(DataFusionError::Internal(format!(
+                "EXTERN: no conversion to {other}"
+            )));
+        }
+    })
+}
+
+/// Timestamps and dates as epoch milliseconds.
+fn millis(src: &ArrayRef) -> Result<ArrayRef> {
+    let ms = cast(src, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+    Ok(cast(&ms, &DataType::Int64)?)
+}
+
+/// [`convert::to_long`] for text.
+fn parse_long(s: &str) -> Option<i64> {
+    let t = s.trim();
+    t.parse::<i64>().ok().or_else(|| {
+        t.parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(|f| f as i64)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_conversions_match_the_general_path() {
+        let src: ArrayRef = Arc::new(StringArray::from(vec![
+            Some("12"),
+            Some("1.9"),
+            Some("x"),
+            None,
+        ]));
+        let long =
+            to_signature(Some(&src), &Field::new("a", DataType::Int64, true), 4, None).unwrap();
+        let long = long.as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!(
+            long.iter().collect::<Vec<_>>(),
+            vec![Some(12), Some(1), None, None]
+        );
+        for (s, want) in [("12", Some(12)), ("1.9", Some(1)), ("x", None)] {
+            assert_eq!(convert::to_long(&serde_json::json!(s)), want);
+        }
+        // CSV: empty fields are empty strings; list values split on the delimiter.
+        let s = to_signature(
+            Some(&src),
+            &Field::new("s", DataType::Utf8, true),
+            4,
+            Some("|"),
+        )
+        .unwrap();
+        assert_eq!(s.as_string::<i32>().value(3), "");
+        let src: ArrayRef = Arc::new(StringArray::from(vec![Some("a|b"), None]));
+        let t = Field::new(
+            "t",
+            DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+            true,
+        );
+        let l = to_signature(Some(&src), &t, 2, Some("|")).unwrap();
+        let l = l.as_list::<i32>();
+        assert_eq!(
+            l.value(0).as_string::<i32>().iter().collect::<Vec<_>>(),
+            vec![Some("a"), Some("b")]
+        );
+        assert!(l.is_valid(1) && l.value(1).is_empty());
+    }
+}
