@@ -10,6 +10,9 @@
 //! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
 //! - [`request`]: a request's SQL text: leading `SET` statements, `?` parameters.
 //! - [`writer`]: Druid's result formats with exact bytes.
+//! - [`statement`]: SQL statements as `query_controller` tasks; `SELECT` results in pages.
+//! - [`sql_ingest`]: `INSERT` / `REPLACE` into segments; [`dml`] parses their clauses and
+//!   [`external`] is `TABLE(EXTERN(...))`.
 
 pub mod dml;
 pub mod engine;
