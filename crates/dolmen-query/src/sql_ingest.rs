@@ -136,18 +136,22 @@ pub async fn run(
         partitions: sort_partitions(threads, memory),
     };
     let started = std::time::Instant::now();
-    let built = write_sorted_segments(physical, ctx.task_ctx(), &layout, &dir, &task.env.cancel)
-        .await
-        .map_err(|e| {
-            if task.env.cancel.is_cancelled() {
-                return IngestError::Canceled;
-            }
-            let msg = e.find_root().to_string();
-            match msg.find("InsertTimeNull: ") {
-                Some(at) => IngestError::Runtime(msg[at..].trim_end().to_string()),
-                None => query_failure(&QueryError::from_datafusion(e, false)),
-            }
-        })?;
+    // Until the publish, a cancel drops the build (DataFusion stops at its next yield).
+    let build = write_sorted_segments(physical, ctx.task_ctx(), &layout, &dir, &task.env.cancel);
+    let built = tokio::select! {
+        r = build => r,
+        () = task.env.cancel.cancelled() => return Err(IngestError::Canceled),
+    }
+    .map_err(|e| {
+        if task.env.cancel.is_cancelled() {
+            return IngestError::Canceled;
+        }
+        let msg = e.find_root().to_string();
+        match msg.find("InsertTimeNull: ") {
+            Some(at) => IngestError::Runtime(msg[at..].trim_end().to_string()),
+            None => query_failure(&QueryError::from_datafusion(e, false)),
+        }
+    })?;
     let rows: u64 = built.iter().map(|b| b.num_rows).sum();
     tracing::info!(
         segments = built.len(),

@@ -158,19 +158,33 @@ impl StatementRunner {
 }
 
 impl ControllerRunner for StatementRunner {
+    /// Runs the statement on the query runtime. Cancelling a `SELECT` ends it at once (its
+    /// execution is aborted at its next yield and the pages written so far are left
+    /// unlisted); an ingestion statement stops by itself before it publishes
+    /// ([`crate::sql_ingest::run`]), so an abort never falls between pushing segment files and
+    /// publishing them.
     fn run(&self, task: ControllerTask) -> BoxFuture<'static, Result<usize, IngestError>> {
         let this = self.clone();
-        let handle = self.runtime.spawn(async move {
-            let cancel = task.env.cancel.clone();
-            tokio::select! {
-                r = this.run_statement(&task) => r,
-                () = cancel.cancelled() => Err(IngestError::Canceled),
-            }
-        });
+        let cancel = task.env.cancel.clone();
+        let ingestion = task.spec.is_ingestion();
+        let handle = self
+            .runtime
+            .spawn(async move { this.run_statement(&task).await });
+        let joined = |r: Result<Result<usize, IngestError>, tokio::task::JoinError>| {
+            r.map_err(|e| IngestError::Runtime(format!("statement runner failed: {e}")))?
+        };
         Box::pin(async move {
-            handle
-                .await
-                .map_err(|e| IngestError::Runtime(format!("statement runner failed: {e}")))?
+            if ingestion {
+                return joined(handle.await);
+            }
+            let abort = handle.abort_handle();
+            tokio::select! {
+                r = handle => joined(r),
+                () = cancel.cancelled() => {
+                    abort.abort();
+                    Err(IngestError::Canceled)
+                }
+            }
         })
     }
 }

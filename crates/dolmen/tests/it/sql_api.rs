@@ -21,7 +21,7 @@ fn loaded() -> (tempfile::TempDir, Server) {
 }
 
 /// CPU seconds the server process has used so far (`/proc/<pid>/stat` utime + stime).
-fn cpu_seconds(server: &Server) -> f64 {
+pub(crate) fn cpu_seconds(server: &Server) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", server.child.id())).unwrap();
     let fields: Vec<&str> = stat
         .rsplit_once(')')

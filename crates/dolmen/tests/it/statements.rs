@@ -356,19 +356,36 @@ fn cancelling_and_restarting_statements() {
     );
     assert_eq!(server.wait_statement(&done)["state"], "SUCCESS");
     // A long statement is cancelled: 202, then FAILED with the cancel error; results 404.
-    let slow = "SELECT COUNT(*) AS c FROM generate_series(1, 4000000) a CROSS JOIN generate_series(1, 4000000) b WHERE a.\"value\" + b.\"value\" = 7";
+    // Minutes of work in small batches.
+    let slow = "SELECT SUM(\"value\" % 7) AS s FROM generate_series(1, 100000000000)";
     let id = server.statement(slow, json!({}));
     let deadline = Instant::now() + Duration::from_secs(60);
     while server.get_json(&format!("{STATEMENTS}/{id}")).1["state"] != "RUNNING" {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(20));
     }
+    // It keeps the query threads busy until cancelled.
+    let before = crate::sql_api::cpu_seconds(&server);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        crate::sql_api::cpu_seconds(&server) - before > 0.3,
+        "the statement was not working"
+    );
     let (code, _) = server.delete(&format!("{STATEMENTS}/{id}"));
     assert_eq!(code, 202);
     let st = server.wait_statement(&id);
     assert_eq!(st["state"], "FAILED");
     assert_eq!(st["errorDetails"]["errorCode"], "Canceled", "{st}");
     assert_eq!(server.results_text(&id, "").0, 404);
+    // The work really stopped: next to no CPU afterwards.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = crate::sql_api::cpu_seconds(&server);
+    std::thread::sleep(Duration::from_secs(1));
+    let used = crate::sql_api::cpu_seconds(&server) - before;
+    assert!(
+        used < 0.3,
+        "server used {used:.2} CPU s in 1 s after the cancel"
+    );
     // Restart in the middle of a statement: it is FAILED afterwards, never left running.
     let id = server.statement(slow, json!({}));
     let deadline = Instant::now() + Duration::from_secs(60);
