@@ -153,9 +153,8 @@ def start_dolmen(binary: str, data_dir: str):
     raise RuntimeError("dolmen did not start")
 
 
-def dolmen_load(base: str, ds: str, body: dict, rows: int) -> float:
-    t0 = time.time()
-    task = http("POST", f"{base}/druid/indexer/v1/task", body)["task"]
+def wait_queryable(base: str, task: str, ds: str, rows: int, t0: float) -> float:
+    """Seconds from `t0` until `task` succeeded and `SELECT COUNT(*)` sees `rows` rows."""
     while True:
         st = http("GET", f"{base}/druid/indexer/v1/task/{task}/status")["status"]
         if st["status"] == "FAILED":
@@ -169,24 +168,18 @@ def dolmen_load(base: str, ds: str, body: dict, rows: int) -> float:
         if got == rows:
             return time.time() - t0
         time.sleep(0.05)
+
+
+def dolmen_load(base: str, ds: str, body: dict, rows: int) -> float:
+    t0 = time.time()
+    task = http("POST", f"{base}/druid/indexer/v1/task", body)["task"]
+    return wait_queryable(base, task, ds, rows, t0)
 
 
 def dolmen_sql_load(base: str, ds: str, sql: str, rows: int) -> float:
     t0 = time.time()
     task = http("POST", f"{base}/druid/v2/sql/task", {"query": sql})["taskId"]
-    while True:
-        st = http("GET", f"{base}/druid/indexer/v1/task/{task}/status")["status"]
-        if st["status"] == "FAILED":
-            raise RuntimeError(f"task {task} failed: {st.get('errorMsg')}")
-        if st["status"] == "SUCCESS":
-            break
-        time.sleep(0.05)
-    while True:
-        got = http("POST", f"{base}/druid/v2/sql",
-                   {"query": f'SELECT COUNT(*) AS c FROM "{ds}"'})[0]["c"]
-        if got == rows:
-            return time.time() - t0
-        time.sleep(0.05)
+    return wait_queryable(base, task, ds, rows, t0)
 
 
 def duck_load(fmt: str, path: str, rows: int) -> float:

@@ -526,7 +526,11 @@ fn delimited_source(
     })
 }
 
-fn read_header(path: &Path, delimiter: u8, quote: u8) -> Result<Vec<String>, String> {
+/// The first record of a CSV/TSV file as column names (`quote` 0: no quoting, as TSV).
+///
+/// # Errors
+/// When the file cannot be read, is empty, or its first record does not parse.
+pub fn read_header(path: &Path, delimiter: u8, quote: u8) -> Result<Vec<String>, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("[{}]: {e}", path.display()))?;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)

@@ -175,7 +175,7 @@ fn delimited(
         // Every file must carry the same header.
         let mut first: Option<Vec<String>> = None;
         for f in files {
-            let h = read_header(f, delimiter, quote)?;
+            let h = dolmen_ingest::columnar::read_header(f, delimiter, quote).ok()?;
             match &first {
                 None => first = Some(h),
                 Some(c) if *c == h => {}
@@ -201,21 +201,6 @@ fn delimited(
         // Druid's default multi-value delimiter.
         list_delimiter: list_delimiter.unwrap_or("\u{1}").to_string(),
     })
-}
-
-fn read_header(path: &PathBuf, delimiter: u8, quote: u8) -> Option<Vec<String>> {
-    let file = File::open(path).ok()?;
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .delimiter(delimiter)
-        .quoting(quote != 0)
-        .quote(if quote == 0 { b'"' } else { quote })
-        .from_reader(BufReader::new(file));
-    let mut rec = csv::StringRecord::new();
-    match rdr.read_record(&mut rec) {
-        Ok(true) => Some(rec.iter().map(str::to_string).collect()),
-        _ => None,
-    }
 }
 
 impl FilePlan {
@@ -315,6 +300,17 @@ pub(crate) fn run(
     }
 }
 
+/// Bytes `[start, end)` of a file, buffered.
+fn open_range(
+    path: &PathBuf,
+    start: u64,
+    end: u64,
+) -> std::io::Result<BufReader<std::io::Take<File>>> {
+    let mut f = File::open(path)?;
+    f.seek(SeekFrom::Start(start))?;
+    Ok(BufReader::with_capacity(1 << 20, f.take(end - start)))
+}
+
 /// Reads one byte range of a text file; false when the receiver is gone or an error was sent.
 fn read_range(
     plan: &FilePlan,
@@ -324,12 +320,7 @@ fn read_range(
     schema: &SchemaRef,
     send: &mut dyn FnMut(Result<RecordBatch>) -> bool,
 ) -> bool {
-    let open = || -> std::io::Result<BufReader<std::io::Take<File>>> {
-        let mut f = File::open(path)?;
-        f.seek(SeekFrom::Start(start))?;
-        Ok(BufReader::with_capacity(1 << 20, f.take(end - start)))
-    };
-    let mut reader = match open() {
+    let mut reader = match open_range(path, start, end) {
         Ok(r) => r,
         Err(e) => return send(Err(io_err(path, e))),
     };
@@ -464,12 +455,7 @@ fn json_rows(
     schema: &SchemaRef,
     send: &mut dyn FnMut(Result<RecordBatch>) -> bool,
 ) -> bool {
-    let open = || -> std::io::Result<BufReader<std::io::Take<File>>> {
-        let mut f = File::open(path)?;
-        f.seek(SeekFrom::Start(start))?;
-        Ok(BufReader::with_capacity(1 << 20, f.take(end - start)))
-    };
-    let reader = match open() {
+    let reader = match open_range(path, start, end) {
         Ok(r) => r,
         Err(e) => return send(Err(io_err(path, e))),
     };

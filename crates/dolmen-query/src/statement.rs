@@ -292,6 +292,8 @@ impl StatementRunner {
             "results": sample_rows,
             "numTotalRows": num_rows,
             "totalSizeInBytes": size,
+            // The effective zone (SET statements included), for rendering the pages later.
+            "sqlTimeZone": prepared.context.get("sqlTimeZone").cloned().unwrap_or(Value::Null),
             "destination": match spec.spec.destination {
                 Destination::DurableStorage => "durableStorage",
                 _ => "taskReport",

@@ -246,7 +246,8 @@ async fn controller_payload(
     };
     let spec = ControllerSpec {
         task_type: "query_controller".into(),
-        id: None,
+        // Druid names a statement's task `query-<sqlQueryId>` (generated when absent).
+        id: Some(format!("query-{}", prepared.query_id)),
         group_id: None,
         resource: None,
         data_source,
@@ -271,38 +272,45 @@ async fn controller_payload(
     Ok((payload, schema))
 }
 
+/// Reads, plans and queues a statement; returns its id, creation time (ms) and schema.
+async fn submit(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &Bytes,
+    require_async: bool,
+) -> Result<(String, i64, Vec<Value>), StatementError> {
+    let q = read_request(headers, body, require_async)?;
+    let (payload, schema) = controller_payload(state, &q).await?;
+    let id = state
+        .overlord
+        .submit(payload)
+        .await
+        .map_err(|e| StatementError::invalid_input(e.to_string()))?;
+    let created = state
+        .overlord
+        .task(&id)
+        .await
+        .map_err(|e| StatementError::internal(e.to_string()))?
+        .map_or_else(dolmen_common::time::now_millis, |r| r.created_ms);
+    Ok((id, created, schema))
+}
+
 /// `POST /v2/sql/statements`: the status object with state ACCEPTED.
 pub(crate) async fn submit_statement(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let host = state.host_port();
-    let run = async {
-        let q = read_request(&headers, &body, true)?;
-        let (payload, schema) = controller_payload(&state, &q).await?;
-        let id = state
-            .overlord
-            .submit(payload)
-            .await
-            .map_err(|e| StatementError::invalid_input(e.to_string()))?;
-        let rec = state
-            .overlord
-            .task(&id)
-            .await
-            .map_err(|e| StatementError::internal(e.to_string()))?;
-        let created = rec.map_or_else(dolmen_common::time::now_millis, |r| r.created_ms);
-        Ok::<_, StatementError>(json!({
+    match submit(&state, &headers, &body, true).await {
+        Ok((id, created, schema)) => axum::Json(json!({
             "queryId": id,
             "state": "ACCEPTED",
             "createdAt": format_iso_millis(created),
             "schema": schema,
             "durationMs": -1,
         }))
-    };
-    match run.await {
-        Ok(v) => axum::Json(v).into_response(),
-        Err(e) => e.on_submit(&host).into_response(),
+        .into_response(),
+        Err(e) => e.on_submit(&state.host_port()).into_response(),
     }
 }
 
@@ -312,20 +320,9 @@ pub(crate) async fn submit_task(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let host = state.host_port();
-    let run = async {
-        let q = read_request(&headers, &body, false)?;
-        let (payload, _) = controller_payload(&state, &q).await?;
-        let id = state
-            .overlord
-            .submit(payload)
-            .await
-            .map_err(|e| StatementError::invalid_input(e.to_string()))?;
-        Ok::<_, StatementError>(json!({"taskId": id, "state": "RUNNING"}))
-    };
-    match run.await {
-        Ok(v) => axum::Json(v).into_response(),
-        Err(e) => e.on_submit(&host).into_response(),
+    match submit(&state, &headers, &body, false).await {
+        Ok((id, _, _)) => axum::Json(json!({"taskId": id, "state": "RUNNING"})).into_response(),
+        Err(e) => e.on_submit(&state.host_port()).into_response(),
     }
 }
 
@@ -602,9 +599,10 @@ async fn results(
         Some(p) => vec![p],
         None => (0..pages).collect(),
     };
-    let tz = spec
-        .sql_query_context
-        .get("sqlTimeZone")
+    // The zone the statement ran with (SET statements included), as its report records it.
+    let tz = report
+        .pointer("/multiStageQuery/payload/results/sqlTimeZone")
+        .or_else(|| spec.sql_query_context.get("sqlTimeZone"))
         .and_then(Value::as_str)
         .and_then(|z| dolmen_common::time::parse_time_zone(z).ok())
         .unwrap_or(dolmen_common::zone::Zone::Utc);

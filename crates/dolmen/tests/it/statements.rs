@@ -296,11 +296,12 @@ fn async_select_pages_formats_and_errors() {
     assert!(text.contains("Page cannot be negative"));
     let (code, _) = server.results_text(&id, "?page=10");
     assert_eq!(code, 400);
-    // Task-report destination, default object format, filename.
+    // Task-report destination, default object format, filename; the id follows sqlQueryId.
     let id = server.statement(
-        "SELECT 1 AS a, 'x' AS b, TIMESTAMP '2020-01-02 03:04:05' AS t",
-        json!({"sqlTimeZone": "America/Los_Angeles"}),
+        "SET sqlTimeZone = 'America/Los_Angeles'; SELECT 1 AS a, 'x' AS b, TIMESTAMP '2020-01-02 03:04:05' AS t",
+        json!({"sqlQueryId": "my-query"}),
     );
+    assert_eq!(id, "query-my-query");
     assert_eq!(server.wait_statement(&id)["state"], "SUCCESS");
     let r = server.get(&format!("{STATEMENTS}/{id}/results?filename=out.json"));
     assert_eq!(r.status().as_u16(), 200);
