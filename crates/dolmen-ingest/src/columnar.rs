@@ -73,10 +73,7 @@ use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, execute_stream_partitioned};
-use datafusion::prelude::{
-    CsvReadOptions, DataFrame, JsonReadOptions, ParquetReadOptions, SessionConfig, SessionContext,
-    col, lit,
-};
+use datafusion::prelude::{DataFrame, ParquetReadOptions, SessionConfig, SessionContext, col, lit};
 use dolmen_common::time::PreparedGranularity;
 use dolmen_common::{Granularity, Interval};
 use dolmen_segment::{ColumnKind, ColumnType, SegmentColumn, SegmentFileWriter, SegmentSchema};
@@ -912,6 +909,16 @@ async fn scan(
     plan: &ColumnarPlan,
     paths: Vec<String>,
 ) -> DfResult<DataFrame> {
+    use crate::input::ranges::{RangeTable, TextFormat};
+    let batch_rows = ctx.state().config().batch_size();
+    let text = |schema: Schema, format: TextFormat| {
+        ctx.read_table(Arc::new(RangeTable::new(
+            plan.files.clone(),
+            Arc::new(schema),
+            format,
+            batch_rows,
+        )))
+    };
     match &plan.source {
         SourceKind::Delimited {
             columns,
@@ -925,16 +932,14 @@ async fn scan(
                     .map(|c| Field::new(c, DataType::Utf8, true))
                     .collect::<Vec<_>>(),
             );
-            let mut opts = CsvReadOptions::new()
-                .has_header(*header)
-                .delimiter(*delimiter)
-                .schema(&schema)
-                .file_extension("")
-                .newlines_in_values(false);
-            opts.quote = *quote;
-            // An empty field is the empty string, as the row path reads it; nothing is null.
-            opts.null_regex = Some("\\A\\z.".to_string());
-            ctx.read_csv(paths, opts).await
+            text(
+                schema,
+                TextFormat::Delimited {
+                    delimiter: *delimiter,
+                    quote: *quote,
+                    header: *header,
+                },
+            )
         }
         SourceKind::Json { types } => {
             let schema = Schema::new(
@@ -943,10 +948,7 @@ async fn scan(
                     .map(|(n, t)| Field::new(n, t.clone(), true))
                     .collect::<Vec<_>>(),
             );
-            let opts = JsonReadOptions::default()
-                .schema(&schema)
-                .file_extension("");
-            ctx.read_json(paths, opts).await
+            text(schema, TextFormat::Json)
         }
         SourceKind::Parquet { schema } => {
             let opts = ParquetReadOptions::default()

@@ -38,6 +38,7 @@ mod format;
 pub mod http;
 mod json;
 mod parquet;
+pub mod ranges;
 mod remote;
 pub mod s3;
 mod source;

@@ -1,0 +1,376 @@
+//! Parallel, vectorized reading of local NDJSON and CSV/TSV files as a DataFusion table: each
+//! output partition decodes line-aligned byte ranges of the files with arrow's own decoders
+//! (`arrow::json`, `arrow::csv`) straight from a buffered file reader.
+//!
+//! Why not DataFusion's file scans: they read local files through `object_store` range
+//! requests; on the 10M-row ingestion benchmark this reader is faster (SQL-based ingestion
+//! through the same decoders loaded the NDJSON and CSV files 1.2x and 1.4x faster than the
+//! native build did on DataFusion's scans, same run). Decoding is the same code either way.
+//!
+//! A decode error (a value of another type than the schema's, a ragged CSV line) fails the
+//! stream; the columnar build then reruns the task on the row path (see `crate::columnar`).
+
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::datasource::TableType;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+
+/// Smallest byte range worth its own task.
+const MIN_RANGE_BYTES: u64 = 8 << 20;
+
+/// The text format of the files.
+#[derive(Debug, Clone)]
+pub enum TextFormat {
+    /// Newline-delimited JSON objects, decoded into the table schema's types.
+    Json,
+    /// CSV or TSV, every column of the schema read as text, in file order.
+    Delimited {
+        /// Field delimiter.
+        delimiter: u8,
+        /// Quote byte; 0 for none (Druid's TSV).
+        quote: u8,
+        /// The first line of each file is a header (skipped).
+        header: bool,
+    },
+}
+
+/// A table over local text files (see the module docs). Empty CSV fields are null; Druid's
+/// row parsers read them as empty strings, so callers fill those in where it matters.
+#[derive(Debug, Clone)]
+pub struct RangeTable {
+    files: Vec<PathBuf>,
+    schema: SchemaRef,
+    format: TextFormat,
+    batch_rows: usize,
+}
+
+impl RangeTable {
+    /// A table over `files` with `schema`, decoded `batch_rows` rows at a time.
+    pub fn new(
+        files: Vec<PathBuf>,
+        schema: SchemaRef,
+        format: TextFormat,
+        batch_rows: usize,
+    ) -> RangeTable {
+        RangeTable {
+            files,
+            schema,
+            format,
+            batch_rows: batch_rows.max(1),
+        }
+    }
+
+    /// Line-aligned byte ranges `(file, start, end)` of about `total / partitions` bytes,
+    /// grouped into at most `partitions` lists.
+    ///
+    /// # Errors
+    /// When a file cannot be read.
+    pub fn ranges(&self, partitions: usize) -> Result<Vec<Vec<(usize, u64, u64)>>> {
+        let partitions = partitions.max(1);
+        let sizes = self
+            .files
+            .iter()
+            .map(|f| {
+                std::fs::metadata(f)
+                    .map(|m| m.len())
+                    .map_err(|e| io_err(f, e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let total: u64 = sizes.iter().sum();
+        let target = (total / partitions as u64).max(MIN_RANGE_BYTES);
+        let mut ranges = Vec::new();
+        for (i, (f, len)) in self.files.iter().zip(sizes).enumerate() {
+            let mut start = 0u64;
+            while start < len {
+                let end = if len - start <= target + target / 2 {
+                    len
+                } else {
+                    line_start_after(f, start + target)?.min(len)
+                };
+                ranges.push((i, start, end));
+                start = end;
+            }
+        }
+        let n = partitions.min(ranges.len()).max(1);
+        let mut groups = vec![Vec::new(); n];
+        for (i, r) in ranges.into_iter().enumerate() {
+            groups[i % n].push(r);
+        }
+        Ok(groups)
+    }
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> DataFusionError {
+    DataFusionError::Execution(format!("cannot read [{}]: {e}", path.display()))
+}
+
+/// The offset just past the first `\n` at or after `at` (the file length when none).
+fn line_start_after(path: &Path, at: u64) -> Result<u64> {
+    let mut f = File::open(path).map_err(|e| io_err(path, e))?;
+    f.seek(SeekFrom::Start(at)).map_err(|e| io_err(path, e))?;
+    let mut r = BufReader::with_capacity(64 * 1024, f);
+    let mut skipped = Vec::new();
+    let n = r
+        .read_until(b'\n', &mut skipped)
+        .map_err(|e| io_err(path, e))?;
+    Ok(at + n as u64)
+}
+
+/// Bytes `[start, end)` of a file, buffered.
+pub fn open_range(
+    path: &Path,
+    start: u64,
+    end: u64,
+) -> std::io::Result<BufReader<std::io::Take<File>>> {
+    let mut f = File::open(path)?;
+    f.seek(SeekFrom::Start(start))?;
+    Ok(BufReader::with_capacity(1 << 20, f.take(end - start)))
+}
+
+/// Decodes one byte range, calling `send` per batch; stops when `send` returns false.
+///
+/// # Errors
+/// I/O and decode errors.
+pub fn decode_range(
+    path: &Path,
+    start: u64,
+    end: u64,
+    schema: &SchemaRef,
+    format: &TextFormat,
+    batch_rows: usize,
+    send: &mut dyn FnMut(RecordBatch) -> bool,
+) -> std::result::Result<(), ArrowError> {
+    let mut reader =
+        open_range(path, start, end).map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+    match format {
+        TextFormat::Json => {
+            let mut decoder = arrow::json::ReaderBuilder::new(Arc::clone(schema))
+                .with_batch_size(batch_rows)
+                .build_decoder()?;
+            loop {
+                loop {
+                    let buf = reader
+                        .fill_buf()
+                        .map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+                    if buf.is_empty() {
+                        break;
+                    }
+                    let read = buf.len();
+                    let used = decoder.decode(buf)?;
+                    reader.consume(used);
+                    if used != read {
+                        break;
+                    }
+                }
+                match decoder.flush()? {
+                    Some(b) => {
+                        if !send(b) {
+                            return Ok(());
+                        }
+                    }
+                    None => return Ok(()),
+                }
+            }
+        }
+        TextFormat::Delimited {
+            delimiter,
+            quote,
+            header,
+        } => {
+            let mut decoder = arrow::csv::ReaderBuilder::new(Arc::clone(schema))
+                .with_batch_size(batch_rows)
+                .with_delimiter(*delimiter)
+                .with_quote(*quote)
+                .with_header(*header && start == 0)
+                // Empty fields decode as null (arrow's cheap default check; a never-matching
+                // null regex cost ~9% of the CSV build's CPU in a profile): callers that want
+                // Druid's empty strings fill them in.
+                .build_decoder();
+            loop {
+                // arrow-csv's own read loop: stop at a full batch or when nothing more decodes
+                // (the end of the input; skipping the header consumes bytes and goes on).
+                loop {
+                    let buf = reader
+                        .fill_buf()
+                        .map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+                    let used = decoder.decode(buf)?;
+                    reader.consume(used);
+                    if used == 0 || decoder.capacity() == 0 {
+                        break;
+                    }
+                }
+                match decoder.flush()? {
+                    Some(b) => {
+                        if !send(b) {
+                            return Ok(());
+                        }
+                    }
+                    None => return Ok(()),
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl TableProvider for RangeTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let this = self.clone();
+        let partitions = state.config().target_partitions();
+        let groups = tokio::task::spawn_blocking(move || this.ranges(partitions))
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))??;
+        let out_schema = match projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => Arc::clone(&self.schema),
+        };
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&out_schema)),
+            Partitioning::UnknownPartitioning(groups.len()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(Arc::new(RangeExec {
+            table: self.clone(),
+            groups,
+            projection: projection.cloned(),
+            out_schema,
+            properties,
+        }))
+    }
+}
+
+/// Reads groups of byte ranges, one partition per group.
+#[derive(Debug)]
+struct RangeExec {
+    table: RangeTable,
+    groups: Vec<Vec<(usize, u64, u64)>>,
+    projection: Option<Vec<usize>>,
+    out_schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl DisplayAs for RangeExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "RangeExec: files={}, partitions={}",
+            self.table.files.len(),
+            self.groups.len()
+        )
+    }
+}
+
+impl ExecutionPlan for RangeExec {
+    fn name(&self) -> &str {
+        "RangeExec"
+    }
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+    fn replace_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: datafusion::physical_plan::ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let ranges = self.groups.get(partition).cloned().unwrap_or_default();
+        let table = self.table.clone();
+        let projection = self.projection.clone();
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
+        // A plain thread: decoding is blocking work; it ends when the receiver is dropped.
+        std::thread::Builder::new()
+            .name("dolmen-ranges".into())
+            .spawn(move || {
+                for (file, start, end) in ranges {
+                    let path = &table.files[file];
+                    let mut open = true;
+                    let mut send = |b: RecordBatch| {
+                        let b = match &projection {
+                            Some(p) => b.project(p).map_err(DataFusionError::from),
+                            None => Ok(b),
+                        };
+                        open = tx.blocking_send(b).is_ok();
+                        open
+                    };
+                    let r = decode_range(
+                        path,
+                        start,
+                        end,
+                        &table.schema,
+                        &table.format,
+                        table.batch_rows,
+                        &mut send,
+                    );
+                    if let Err(e) = r {
+                        let _ = tx.blocking_send(Err(DataFusionError::Execution(format!(
+                            "[{}]: {e}",
+                            path.display()
+                        ))));
+                        return;
+                    }
+                    if !open {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.out_schema),
+            stream,
+        )))
+    }
+}
