@@ -255,6 +255,10 @@ pub struct PreparedQuery {
     pub outer_limit: Option<usize>,
     /// `useApproximateCountDistinct` (default true): `COUNT(DISTINCT x)` is approximate.
     pub approximate_count_distinct: bool,
+    /// `readFromDeepStorage` when given: read segments missing from the segment cache straight
+    /// from deep storage ([`crate::table::ReadFromDeepStorage`]); absent means the endpoint's
+    /// default (off for `/v2/sql`, on for statements).
+    pub read_from_deep_storage: Option<bool>,
 }
 
 impl PreparedQuery {
@@ -420,6 +424,18 @@ impl QueryEngine {
                 )));
             }
         };
+        let read_from_deep_storage = match context.get(crate::table::READ_FROM_DEEP_STORAGE_KEY) {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Some(true),
+            Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Some(false),
+            Some(v) => {
+                return Err(QueryError::InvalidInput(format!(
+                    "context.{}: [{v}] is not a boolean",
+                    crate::table::READ_FROM_DEEP_STORAGE_KEY
+                )));
+            }
+        };
         let query_id = text("sqlQueryId").unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         Ok(PreparedQuery {
             sql,
@@ -430,6 +446,7 @@ impl QueryEngine {
             time_zone,
             outer_limit,
             approximate_count_distinct,
+            read_from_deep_storage,
         })
     }
 
@@ -480,6 +497,15 @@ impl QueryEngine {
         ctx: SessionContext,
         p: &PreparedQuery,
     ) -> Result<(SessionContext, LogicalPlan), QueryError> {
+        let ctx = if p.read_from_deep_storage == Some(true) {
+            let mut state = ctx.state();
+            state
+                .config_mut()
+                .set_extension(Arc::new(crate::table::ReadFromDeepStorage(true)));
+            SessionContext::new_with_state(state)
+        } else {
+            ctx
+        };
         let mut opts = crate::rewrite::RewriteOptions::with_time_zone(p.time_zone);
         opts.approximate_count_distinct = p.approximate_count_distinct;
         let plan_err = |e| QueryError::from_datafusion(e, true);

@@ -217,7 +217,9 @@ impl StatementRunner {
             parameters,
             ..Default::default()
         };
-        let prepared = self.engine.prepare(&q).map_err(|e| query_failure(&e))?;
+        let mut prepared = self.engine.prepare(&q).map_err(|e| query_failure(&e))?;
+        // Statements read segments that exist only in deep storage (as Druid's do).
+        prepared.read_from_deep_storage.get_or_insert(true);
         if prepared.dml().is_some() {
             return crate::sql_ingest::run(&self.engine, &prepared, task).await;
         }

@@ -55,6 +55,17 @@ use parquet::arrow::arrow_reader::RowSelection;
 
 use crate::index::ValueIndexes;
 
+/// Session extension: read used segments that are not in the segment cache straight from deep
+/// storage instead of loading them into the cache first (issue "query from deep storage";
+/// Druid's statements read segments that exist only in deep storage). On by default for async
+/// statements; a synchronous query asks for it with the context key
+/// [`READ_FROM_DEEP_STORAGE_KEY`]. Deep storage is local today, so this reads the file in place.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadFromDeepStorage(pub bool);
+
+/// Context key of [`ReadFromDeepStorage`] (boolean).
+pub const READ_FROM_DEEP_STORAGE_KEY: &str = "readFromDeepStorage";
+
 /// The `druid` catalog: schema `druid` with one table per datasource, and the metadata schemas
 /// `INFORMATION_SCHEMA` and `sys` ([`crate::system`]).
 #[derive(Debug)]
@@ -281,14 +292,25 @@ impl TableProvider for DatasourceTable {
         let target = state.config().target_partitions().max(1);
         // Load every visible segment first, then consult the value indexes of all of them at
         // once (indexes built for the first time are built in parallel).
+        // Query from deep storage: segments not in the segment cache are read where deep
+        // storage keeps them instead of being loaded first (see [`ReadFromDeepStorage`]).
+        let direct = state
+            .config()
+            .get_extension::<ReadFromDeepStorage>()
+            .is_some_and(|r| r.0);
         let mut loaded: Vec<(usize, &dolmen_segment::DataSegment, std::path::PathBuf)> = Vec::new();
         for (i, e) in entries.iter().enumerate() {
             for s in &e.segments {
-                let path = self
-                    .cache
-                    .ensure_loaded(s)
-                    .await
-                    .map_err(|err| DataFusionError::External(Box::new(err)))?;
+                let path = if direct && !self.cache.is_loaded(s) {
+                    match &s.load_spec {
+                        dolmen_segment::LoadSpec::Local { path } => std::path::PathBuf::from(path),
+                    }
+                } else {
+                    self.cache
+                        .ensure_loaded(s)
+                        .await
+                        .map_err(|err| DataFusionError::External(Box::new(err)))?
+                };
                 loaded.push((i, s, path));
             }
         }

@@ -402,3 +402,57 @@ fn cancelling_and_restarting_statements() {
     assert_eq!(code, 200);
     assert_eq!(text, "[1]\n[2]\n[3]\n[4]\n[5]\n\n");
 }
+
+/// Files under the segment cache (what queries have loaded).
+fn cached_files(data_dir: &std::path::Path) -> usize {
+    fn walk(dir: &std::path::Path, n: &mut usize) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, n);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                *n += 1;
+            }
+        }
+    }
+    let mut n = 0;
+    walk(&data_dir.join("segment-cache"), &mut n);
+    n
+}
+
+#[test]
+fn statements_read_segments_straight_from_deep_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.ingest_sql(
+        r#"REPLACE INTO deep OVERWRITE ALL
+SELECT MILLIS_TO_TIMESTAMP(1577836800000 + "value" * 3600000) AS __time, "value" AS x
+FROM generate_series(0, 71)
+PARTITIONED BY DAY"#,
+    );
+    assert_eq!(server.count("deep"), Some(72));
+    server.terminate();
+    // After a restart with an empty segment cache, no segment of `deep` is loaded.
+    std::fs::remove_dir_all(dir.path().join("segment-cache")).unwrap();
+    let server = Server::start(dir.path());
+    let id = server.statement("SELECT COUNT(*) AS c, SUM(x) AS s FROM deep", json!({}));
+    assert_eq!(server.wait_statement(&id)["state"], "SUCCESS");
+    let (_, text) = server.results_text(&id, "?resultFormat=array");
+    assert_eq!(text.trim_end(), "[[72,2556]]");
+    assert_eq!(cached_files(dir.path()), 0, "the statement loaded segments");
+    // A synchronous query reads deep storage only when asked...
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "SELECT COUNT(*) AS c FROM deep", "context": {"readFromDeepStorage": true}}),
+    );
+    assert_eq!((code, body), (200, json!([{"c": 72}])));
+    assert_eq!(cached_files(dir.path()), 0);
+    // ...and otherwise loads the segments into the cache first, as a historical does.
+    assert_eq!(server.count("deep"), Some(72));
+    assert_eq!(cached_files(dir.path()), 3);
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "SELECT 1", "context": {"readFromDeepStorage": "maybe"}}),
+    );
+    assert_eq!(code, 400, "{body}");
+}
