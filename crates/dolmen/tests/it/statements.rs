@@ -456,3 +456,64 @@ PARTITIONED BY DAY"#,
     );
     assert_eq!(code, 400, "{body}");
 }
+
+/// Durable storage in an S3-compatible store (the test server `scripts/test.sh` starts):
+/// pages are objects under the configured bucket and prefix, and read back in order.
+#[test]
+fn durable_storage_on_s3_holds_the_pages() {
+    let endpoint = match std::env::var("DOLMEN_TEST_S3_ENDPOINT") {
+        Ok(e) if !e.is_empty() => e,
+        _ if std::env::var("DOLMEN_SKIP_S3_TESTS").as_deref() == Ok("1") => return,
+        _ => panic!(
+            "DOLMEN_TEST_S3_ENDPOINT is not set: run scripts/test.sh (it starts the S3 test server), or set DOLMEN_SKIP_S3_TESTS=1"
+        ),
+    };
+    let bucket = format!(
+        "dolmen-results-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let http = reqwest::blocking::Client::new();
+    let r = http.put(format!("{endpoint}/{bucket}")).send().unwrap();
+    assert!(r.status().is_success(), "create bucket: {}", r.status());
+    let dir = tempfile::tempdir().unwrap();
+    let props = dir.path().join("runtime.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "service.s3.endpoint={endpoint}\nservice.s3.region=us-east-1\nservice.s3.accessKey=test\nservice.s3.secretKey=test\nservice.msq.intermediate.storage.type=s3\nservice.msq.intermediate.storage.bucket={bucket}\nservice.msq.intermediate.storage.prefix=results\n"
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start_with_args(&data, &["--config", props.to_str().unwrap()]);
+    let id = server.statement(
+        "SELECT \"value\" AS n FROM generate_series(1, 25) ORDER BY n",
+        json!({"selectDestination": "durableStorage", "rowsPerPage": 10}),
+    );
+    let st = server.wait_statement(&id);
+    assert_eq!(st["state"], "SUCCESS", "{st}");
+    assert_eq!(st["result"]["pages"].as_array().unwrap().len(), 3);
+    let (code, text) = server.results_text(&id, "?page=2&resultFormat=csv");
+    assert_eq!(code, 200);
+    assert_eq!(
+        text.lines().filter(|l| !l.is_empty()).collect::<Vec<_>>(),
+        vec!["21", "22", "23", "24", "25"]
+    );
+    let listing = http
+        .get(format!("{endpoint}/{bucket}?list-type=2&prefix=results/"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    for p in 0..3 {
+        assert!(
+            listing.contains(&format!("results/{id}/page-{p}.arrow")),
+            "{listing}"
+        );
+    }
+    // Nothing of it on the local disk.
+    assert!(!data.join("durable-storage").join(&id).exists());
+}
