@@ -42,6 +42,7 @@ pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
                 version: "v1".into(),
             },
             drop_existing: vec![],
+            commit: None,
         })
         .await
         .unwrap();
@@ -57,6 +58,7 @@ pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
                 version: "v2".into(),
             },
             drop_existing: vec![],
+            commit: None,
         })
         .await
         .unwrap();
@@ -77,6 +79,7 @@ pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
                 version: "v2".into(),
             },
             drop_existing: vec![],
+            commit: None,
         })
         .await
         .unwrap_err();
@@ -102,6 +105,7 @@ pub async fn publish_append(store: &dyn MetadataStore) {
             version_if_new: format!("v{path}"),
         },
         drop_existing: vec![],
+        commit: None,
     };
     let a = store.publish_segments(req("1")).await.unwrap();
     assert_eq!(a[0].version, "v1");
@@ -127,6 +131,7 @@ pub async fn publish_append(store: &dyn MetadataStore) {
                 version_if_new: "v9".into(),
             },
             drop_existing: vec![],
+            commit: None,
         })
         .await
         .unwrap_err();
@@ -147,6 +152,7 @@ pub async fn publish_drop_existing(store: &dyn MetadataStore) {
                     version: "v1".into(),
                 },
                 drop_existing: vec![],
+                commit: None,
             })
             .await
             .unwrap();
@@ -159,6 +165,7 @@ pub async fn publish_drop_existing(store: &dyn MetadataStore) {
                 version: "v2".into(),
             },
             drop_existing: vec![Interval::parse("2015-09-12/2015-09-14").unwrap()],
+            commit: None,
         })
         .await
         .unwrap();
@@ -187,6 +194,7 @@ async fn publish_days(
                     version: version.into(),
                 },
                 drop_existing: vec![],
+                commit: None,
             })
             .await
             .unwrap();
@@ -497,6 +505,149 @@ pub async fn locks_round_trip(store: &dyn MetadataStore) {
 }
 
 /// Instantiates the conformance suite for a backend: `metadata_store_conformance!(async { store })`.
+/// Supervisor specs are versioned append-only: history newest first, the latest version per
+/// id, tombstones kept.
+pub async fn supervisors_history(store: &dyn MetadataStore) {
+    assert!(store.latest_supervisors().await.unwrap().is_empty());
+    let a1 = store
+        .insert_supervisor("a", &serde_json::json!({"type": "logstream", "v": 1}))
+        .await
+        .unwrap();
+    let a2 = store
+        .insert_supervisor("a", &serde_json::json!({"type": "logstream", "v": 2}))
+        .await
+        .unwrap();
+    assert!(a2.created_ms > a1.created_ms, "versions strictly increase");
+    store
+        .insert_supervisor("b", &serde_json::json!({"type": "logstream", "v": 1}))
+        .await
+        .unwrap();
+    let tomb = store
+        .insert_supervisor(
+            "b",
+            &serde_json::json!({"type": crate::SupervisorRecord::TOMBSTONE_TYPE}),
+        )
+        .await
+        .unwrap();
+    assert!(tomb.is_tombstone());
+    let latest = store.latest_supervisors().await.unwrap();
+    assert_eq!(latest.len(), 2);
+    assert_eq!(latest[0].spec_id, "a");
+    assert_eq!(latest[0].payload["v"], 2);
+    assert!(!latest[0].is_tombstone());
+    assert!(latest[1].is_tombstone());
+    let hist = store.supervisor_history(Some("a")).await.unwrap();
+    assert_eq!(
+        hist.iter()
+            .map(|r| r.payload["v"].clone())
+            .collect::<Vec<_>>(),
+        vec![serde_json::json!(2), serde_json::json!(1)]
+    );
+    assert_eq!(store.supervisor_history(None).await.unwrap().len(), 4);
+    assert!(
+        store
+            .supervisor_history(Some("zz"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Stream offsets are compare-and-swapped together with the segments they cover.
+pub async fn stream_commit_compare_and_swap(store: &dyn MetadataStore) {
+    use std::collections::BTreeMap;
+    let offsets = |pairs: &[(&str, i64)]| -> BTreeMap<String, serde_json::Value> {
+        pairs
+            .iter()
+            .map(|(p, o)| (p.to_string(), serde_json::json!(o)))
+            .collect()
+    };
+    let publish = |path: &'static str, start: &[(&str, i64)], end: &[(&str, i64)]| PublishRequest {
+        data_source: "rt".into(),
+        segments: vec![new_segment("2015-09-12/2015-09-13", path)],
+        mode: PublishMode::Append {
+            version_if_new: "v1".into(),
+        },
+        drop_existing: vec![],
+        commit: Some(crate::StreamCommit {
+            stream: "topic".into(),
+            start: offsets(start),
+            end: offsets(end),
+        }),
+    };
+    assert_eq!(store.stream_offsets("rt").await.unwrap(), None);
+    // No stored offsets: any start is accepted.
+    store
+        .publish_segments(publish("/1", &[("0", 5), ("1", 0)], &[("0", 10), ("1", 7)]))
+        .await
+        .unwrap();
+    let stored = store.stream_offsets("rt").await.unwrap().unwrap();
+    assert_eq!(stored.stream, "topic");
+    assert_eq!(stored.partitions, offsets(&[("0", 10), ("1", 7)]));
+    // A replica that read the same range publishes again: rejected, nothing written.
+    let err = store
+        .publish_segments(publish(
+            "/dup",
+            &[("0", 5), ("1", 0)],
+            &[("0", 10), ("1", 7)],
+        ))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MetadataError::Conflict(_)), "{err}");
+    assert_eq!(store.used_segments("rt", None).await.unwrap().len(), 1);
+    // The next range of partition 0 only: partition 1 keeps its offset.
+    store
+        .publish_segments(publish("/2", &[("0", 10)], &[("0", 12)]))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .stream_offsets("rt")
+            .await
+            .unwrap()
+            .unwrap()
+            .partitions,
+        offsets(&[("0", 12), ("1", 7)])
+    );
+    // Offsets only (no segments: every row was filtered out) still move.
+    let mut req = publish("/x", &[("1", 7)], &[("1", 9)]);
+    req.segments.clear();
+    store.publish_segments(req).await.unwrap();
+    assert_eq!(
+        store
+            .stream_offsets("rt")
+            .await
+            .unwrap()
+            .unwrap()
+            .partitions,
+        offsets(&[("0", 12), ("1", 9)])
+    );
+    // Another stream is refused.
+    let mut other = publish("/y", &[], &[("0", 1)]);
+    other.commit.as_mut().unwrap().stream = "other".into();
+    assert!(store.publish_segments(other).await.is_err());
+    // Resets: compare-and-swap against what is stored.
+    let current = store.stream_offsets("rt").await.unwrap();
+    let reset = crate::StreamOffsets {
+        stream: "topic".into(),
+        partitions: offsets(&[("0", 3), ("1", 9)]),
+    };
+    assert!(matches!(
+        store
+            .set_stream_offsets("rt", Some(&None), Some(&reset))
+            .await
+            .unwrap_err(),
+        MetadataError::Conflict(_)
+    ));
+    store
+        .set_stream_offsets("rt", Some(&current), Some(&reset))
+        .await
+        .unwrap();
+    assert_eq!(store.stream_offsets("rt").await.unwrap(), Some(reset));
+    store.set_stream_offsets("rt", None, None).await.unwrap();
+    assert_eq!(store.stream_offsets("rt").await.unwrap(), None);
+}
+
 #[macro_export]
 macro_rules! metadata_store_conformance {
     ($make:expr) => {
@@ -534,6 +685,16 @@ macro_rules! metadata_store_conformance {
         async fn conformance_locks_round_trip() {
             let s = $make;
             $crate::conformance::locks_round_trip(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_supervisors_history() {
+            let s = $make;
+            $crate::conformance::supervisors_history(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_stream_commit_compare_and_swap() {
+            let s = $make;
+            $crate::conformance::stream_commit_compare_and_swap(&s).await;
         }
     };
 }

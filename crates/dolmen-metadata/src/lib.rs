@@ -78,7 +78,8 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`MetadataError::Conflict`] when the request collides with existing segments (an
-    /// overwrite version already present, or an append into a chunk of another granularity).
+    /// overwrite version already present, or an append into a chunk of another granularity),
+    /// or its [`StreamCommit`] start does not match the stored offsets: nothing is written then.
     async fn publish_segments(&self, req: PublishRequest) -> Result<Vec<DataSegment>>;
 
     /// All used segments of a datasource, optionally only those overlapping `interval`.
@@ -169,6 +170,39 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// All recorded locks.
     async fn list_locks(&self) -> Result<Vec<TaskLockRecord>>;
+
+    // --- supervisors and stream offsets ---
+
+    /// Stores a new version of a supervisor spec (or a tombstone); returns it as stored.
+    async fn insert_supervisor(
+        &self,
+        spec_id: &str,
+        payload: &serde_json::Value,
+    ) -> Result<SupervisorRecord>;
+
+    /// Every stored version of one supervisor (or of all when `spec_id` is `None`), newest
+    /// first within a supervisor, supervisors by id.
+    async fn supervisor_history(&self, spec_id: Option<&str>) -> Result<Vec<SupervisorRecord>>;
+
+    /// The newest version of every supervisor, tombstones included, by id.
+    async fn latest_supervisors(&self) -> Result<Vec<SupervisorRecord>>;
+
+    /// The stream offsets stored for a datasource.
+    async fn stream_offsets(&self, data_source: &str) -> Result<Option<StreamOffsets>>;
+
+    /// Replaces (`Some`) or deletes (`None`) the stream offsets of a datasource, outside any
+    /// publish: a supervisor's `reset` and `resetOffsets`. With `expected`, only when the stored
+    /// offsets still equal it (compare-and-swap), so a reset never silently overwrites a
+    /// publish that happened in between.
+    ///
+    /// # Errors
+    /// [`MetadataError::Conflict`] when `expected` does not match what is stored.
+    async fn set_stream_offsets(
+        &self,
+        data_source: &str,
+        expected: Option<&Option<StreamOffsets>>,
+        offsets: Option<&StreamOffsets>,
+    ) -> Result<()>;
 }
 
 /// Conformance tests every backend must pass; instantiate with

@@ -20,8 +20,8 @@ use tokio::sync::Mutex;
 
 use crate::{
     MetadataError, MetadataStore, PublishMode, PublishRequest, Result, RunnerStatus, SegmentRecord,
-    SegmentSelector, TaskFilter, TaskLocation, TaskLockRecord, TaskRecord, TaskState,
-    TaskStatusUpdate, UnusedSegmentsQuery,
+    SegmentSelector, StreamCommit, StreamOffsets, SupervisorRecord, TaskFilter, TaskLocation,
+    TaskLockRecord, TaskRecord, TaskState, TaskStatusUpdate, UnusedSegmentsQuery,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -311,6 +311,12 @@ impl MetadataStore for SqlMetadataStore {
                     }
                 }
             }
+        }
+        // Stream offsets: compare-and-swap in the same transaction as the segments.
+        if let Some(commit) = &req.commit {
+            let stored = read_stream_offsets(&mut tx, &req.data_source).await?;
+            let next = apply_commit(&req.data_source, stored.as_ref(), commit)?;
+            write_stream_offsets(&mut tx, &req.data_source, Some(&next), now).await?;
         }
         tx.commit().await?;
         Ok(published)
@@ -740,4 +746,199 @@ impl MetadataStore for SqlMetadataStore {
             })
             .collect()
     }
+
+    async fn insert_supervisor(
+        &self,
+        spec_id: &str,
+        payload: &serde_json::Value,
+    ) -> Result<SupervisorRecord> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let seq: i64 =
+            sqlx::query("SELECT COALESCE(MAX(seq), 0) AS seq FROM supervisors WHERE spec_id = $1")
+                .bind(spec_id)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("seq")?;
+        // Versions are ISO timestamps in the history: keep them strictly increasing even when
+        // two changes land within one millisecond.
+        let last_ms: i64 = sqlx::query(
+            "SELECT COALESCE(MAX(created_ms), 0) AS created_ms FROM supervisors WHERE spec_id = $1",
+        )
+        .bind(spec_id)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("created_ms")?;
+        let created_ms = now_millis().max(last_ms + 1);
+        sqlx::query(
+            "INSERT INTO supervisors (spec_id, seq, created_ms, payload) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(spec_id)
+        .bind(seq + 1)
+        .bind(created_ms)
+        .bind(payload.to_string())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(SupervisorRecord {
+            spec_id: spec_id.to_string(),
+            created_ms,
+            payload: payload.clone(),
+        })
+    }
+
+    async fn supervisor_history(&self, spec_id: Option<&str>) -> Result<Vec<SupervisorRecord>> {
+        let rows = match spec_id {
+            Some(id) => {
+                sqlx::query("SELECT spec_id, created_ms, payload FROM supervisors WHERE spec_id = $1 ORDER BY seq DESC")
+                    .bind(id)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            None => {
+                sqlx::query("SELECT spec_id, created_ms, payload FROM supervisors ORDER BY spec_id, seq DESC")
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+        };
+        rows.iter().map(decode_supervisor).collect()
+    }
+
+    async fn latest_supervisors(&self) -> Result<Vec<SupervisorRecord>> {
+        let rows = sqlx::query(
+            "SELECT s.spec_id, s.created_ms, s.payload FROM supervisors s JOIN (SELECT spec_id, MAX(seq) AS seq FROM supervisors GROUP BY spec_id) m ON s.spec_id = m.spec_id AND s.seq = m.seq ORDER BY s.spec_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode_supervisor).collect()
+    }
+
+    async fn stream_offsets(&self, data_source: &str) -> Result<Option<StreamOffsets>> {
+        let mut conn = self.pool.acquire().await?;
+        read_stream_offsets(&mut conn, data_source).await
+    }
+
+    async fn set_stream_offsets(
+        &self,
+        data_source: &str,
+        expected: Option<&Option<StreamOffsets>>,
+        offsets: Option<&StreamOffsets>,
+    ) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        if let Some(expected) = expected {
+            let stored = read_stream_offsets(&mut tx, data_source).await?;
+            if &stored != expected {
+                return Err(MetadataError::Conflict(format!(
+                    "stream offsets of datasource [{data_source}] changed meanwhile: stored {}, expected {}",
+                    offsets_text(stored.as_ref()),
+                    offsets_text(expected.as_ref())
+                )));
+            }
+        }
+        write_stream_offsets(&mut tx, data_source, offsets, now_millis()).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+fn decode_supervisor(row: &AnyRow) -> Result<SupervisorRecord> {
+    let spec_id: String = row.try_get("spec_id")?;
+    let payload: String = row.try_get("payload")?;
+    Ok(SupervisorRecord {
+        payload: serde_json::from_str(&payload).map_err(|e| corrupt("supervisor", &spec_id, e))?,
+        created_ms: row.try_get("created_ms")?,
+        spec_id,
+    })
+}
+
+fn offsets_text(o: Option<&StreamOffsets>) -> String {
+    match o {
+        None => "none".to_string(),
+        Some(o) => serde_json::to_string(o).unwrap_or_default(),
+    }
+}
+
+async fn read_stream_offsets(
+    conn: &mut sqlx::AnyConnection,
+    data_source: &str,
+) -> Result<Option<StreamOffsets>> {
+    let row = sqlx::query("SELECT commit_metadata FROM datasource_metadata WHERE datasource = $1")
+        .bind(data_source)
+        .fetch_optional(&mut *conn)
+        .await?;
+    match row {
+        None => Ok(None),
+        Some(r) => {
+            let text: String = r.try_get("commit_metadata")?;
+            serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| corrupt("datasource metadata", data_source, e))
+        }
+    }
+}
+
+async fn write_stream_offsets(
+    conn: &mut sqlx::AnyConnection,
+    data_source: &str,
+    offsets: Option<&StreamOffsets>,
+    now: i64,
+) -> Result<()> {
+    sqlx::query("DELETE FROM datasource_metadata WHERE datasource = $1")
+        .bind(data_source)
+        .execute(&mut *conn)
+        .await?;
+    if let Some(o) = offsets {
+        let text =
+            serde_json::to_string(o).map_err(|e| corrupt("datasource metadata", data_source, e))?;
+        sqlx::query(
+            "INSERT INTO datasource_metadata (datasource, created_ms, commit_metadata) VALUES ($1, $2, $3)",
+        )
+        .bind(data_source)
+        .bind(now)
+        .bind(text)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// The stored offsets after committing `commit` over `stored` (see [`StreamCommit`]).
+///
+/// # Errors
+/// [`MetadataError::Conflict`] when the commit's start does not match what is stored, or names
+/// another stream.
+fn apply_commit(
+    data_source: &str,
+    stored: Option<&StreamOffsets>,
+    commit: &StreamCommit,
+) -> Result<StreamOffsets> {
+    let mut next = match stored {
+        None => StreamOffsets {
+            stream: commit.stream.clone(),
+            partitions: Default::default(),
+        },
+        Some(s) => {
+            if s.stream != commit.stream {
+                return Err(MetadataError::Conflict(format!(
+                    "datasource [{data_source}] holds offsets of stream [{}], not [{}]; reset the supervisor to switch streams",
+                    s.stream, commit.stream
+                )));
+            }
+            for (p, start) in &commit.start {
+                if let Some(have) = s.partitions.get(p)
+                    && have != start
+                {
+                    return Err(MetadataError::Conflict(format!(
+                        "stored offsets of datasource [{data_source}] do not match the task's start: partition [{p}] is at [{have}], the task started at [{start}]"
+                    )));
+                }
+            }
+            s.clone()
+        }
+    };
+    for (p, end) in &commit.end {
+        next.partitions.insert(p.clone(), end.clone());
+    }
+    Ok(next)
 }

@@ -2,6 +2,8 @@
 
 use dolmen_common::Interval;
 use dolmen_segment::LoadSpec;
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// A task's status code (`statusCode`/`status` in the task summary).
@@ -234,6 +236,60 @@ pub struct PublishRequest {
     /// Intervals whose older used segments (lower version, fully inside) are marked unused in
     /// the same transaction (`dropExisting`).
     pub drop_existing: Vec<Interval>,
+    /// Stream offsets committed with the segments (streaming ingestion), or `None` for batch.
+    pub commit: Option<StreamCommit>,
+}
+
+/// The offsets a streaming task's segments cover, committed atomically with them (Druid's
+/// `startMetadata`/`endMetadata` of `SegmentTransactionalInsertAction`, checked by
+/// `IndexerSQLMetadataStorageCoordinator.updateDataSourceMetadataWithHandle`).
+///
+/// The store compares `start` with the datasource's stored offsets: every partition of `start`
+/// that the stored metadata has must hold the same offset (a task that read from offsets other
+/// than those last committed, e.g. a replica whose twin already published, fails instead of
+/// counting rows twice). When the datasource has no stored offsets, any start is accepted.
+/// On success the stored offsets become the stored ones overlaid with `end`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamCommit {
+    /// The stream (Kafka topic, Kinesis stream) the offsets belong to.
+    pub stream: String,
+    /// Partition id (decimal string for Kafka, shard id for Kinesis) to the first offset the
+    /// task read (a JSON number for Kafka, a string sequence number for Kinesis).
+    pub start: BTreeMap<String, serde_json::Value>,
+    /// Partition id to the next offset to read after the published rows.
+    pub end: BTreeMap<String, serde_json::Value>,
+}
+
+/// The stream offsets stored for a datasource (Druid's `DataSourceMetadata` of a supervisor:
+/// `{"type", "partitions": {"type": "end", "stream", "partitionOffsetMap"}}` in the API).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamOffsets {
+    /// The stream.
+    pub stream: String,
+    /// Partition id to the next offset to read.
+    pub partitions: BTreeMap<String, serde_json::Value>,
+}
+
+/// One stored version of a supervisor spec (a row of the supervisors table).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SupervisorRecord {
+    /// Supervisor id.
+    pub spec_id: String,
+    /// When this version was stored, ms since the epoch (the history entry's `version`).
+    pub created_ms: i64,
+    /// The spec as stored; a terminated supervisor's last version is a tombstone
+    /// (`{"type": "NoopSupervisorSpec", ...}`, see [`SupervisorRecord::is_tombstone`]).
+    pub payload: serde_json::Value,
+}
+
+impl SupervisorRecord {
+    /// The payload type of a terminated supervisor's last version (Druid's).
+    pub const TOMBSTONE_TYPE: &'static str = "NoopSupervisorSpec";
+
+    /// True when this version marks the supervisor terminated.
+    pub fn is_tombstone(&self) -> bool {
+        self.payload.get("type").and_then(serde_json::Value::as_str) == Some(Self::TOMBSTONE_TYPE)
+    }
 }
 
 /// A segment as the metadata store holds it: the payload plus its used flag and timestamps
