@@ -225,6 +225,7 @@ pub async fn push_and_publish(
         segments: pushed.clone(),
         mode,
         drop_existing,
+        commit: None,
     };
     match env.metadata.publish_segments(req).await {
         Ok(published) => {

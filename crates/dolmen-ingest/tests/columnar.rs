@@ -101,6 +101,7 @@ fn read_segments(segs: &[DataSegment]) -> BTreeMap<String, Vec<String>> {
     for s in segs {
         let path = match &s.load_spec {
             LoadSpec::Local { path } => path,
+            other => panic!("local load spec expected, got {other:?}"),
         };
         let rows = out.entry(s.interval.to_string()).or_default();
         rows.extend(read_rows(Path::new(path)));
@@ -394,6 +395,7 @@ fn shards(segs: &[DataSegment]) -> Vec<(String, Value, Vec<String>)> {
         .map(|s| {
             let path = match &s.load_spec {
                 LoadSpec::Local { path } => path,
+                other => panic!("local load spec expected, got {other:?}"),
             };
             let mut rows = read_rows(Path::new(path));
             rows.sort();
@@ -625,7 +627,9 @@ async fn a_sort_larger_than_memory_spills_and_stays_columnar() {
     assert_eq!(stats.processed.load(Ordering::Relaxed), ROWS);
     let mut got: BTreeMap<i64, (u64, i64)> = BTreeMap::new();
     for seg in &segs {
-        let LoadSpec::Local { path } = &seg.load_spec;
+        let LoadSpec::Local { path } = &seg.load_spec else {
+            panic!("local load spec")
+        };
         let file = std::fs::File::open(path).unwrap();
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
             .unwrap()

@@ -109,7 +109,9 @@ async fn ingest(
     let segs = run_index_task(&env, &spec).await?;
     let mut rows = Vec::new();
     for s in &segs {
-        let LoadSpec::Local { path } = &s.load_spec;
+        let LoadSpec::Local { path } = &s.load_spec else {
+            panic!("local load spec")
+        };
         let format: InputFormat = serde_json::from_value(json!({"type": "parquet"})).unwrap();
         rows.extend(
             format

@@ -44,7 +44,9 @@ async fn ingest_in(dir: &Path, spec: Value) -> (Vec<DataSegment>, Vec<Map<String
         .unwrap();
     let mut rows = Vec::new();
     for s in &segs {
-        let LoadSpec::Local { path } = &s.load_spec;
+        let LoadSpec::Local { path } = &s.load_spec else {
+            panic!("local load spec")
+        };
         let format: InputFormat = serde_json::from_value(json!({"type": "parquet"})).unwrap();
         rows.extend(
             format
@@ -250,7 +252,9 @@ async fn first_and_last_metrics_roll_up_exactly_across_spills() {
 
     // Reading such a segment file back as input: schema discovery skips the hidden columns.
     let file = tempfile::tempdir().unwrap();
-    let LoadSpec::Local { path } = &segs[0].load_spec;
+    let LoadSpec::Local { path } = &segs[0].load_spec else {
+        panic!("local load spec")
+    };
     std::fs::copy(path, file.path().join("seg.parquet")).unwrap();
     let mut again = spec(
         "",

@@ -96,7 +96,9 @@ impl Env {
         let timeline = Timeline::build(used.into_iter().map(Arc::new));
         let mut out = Vec::new();
         for seg in timeline.visible_segments() {
-            let LoadSpec::Local { path } = &seg.load_spec;
+            let LoadSpec::Local { path } = &seg.load_spec else {
+                panic!("local load spec")
+            };
             out.extend(read_parquet(Path::new(path)));
         }
         out.sort_by_key(|r| (r["__time"].as_i64(), r["page"].as_str().map(str::to_string)));

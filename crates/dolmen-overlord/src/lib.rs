@@ -823,6 +823,7 @@ mod tests {
         let src = f
             .deep
             .local_root()
+            .unwrap()
             .join(format!("../src-{}-{version}", interval.start));
         std::fs::write(&src, b"segment bytes").unwrap();
         let key = format!(
@@ -848,10 +849,13 @@ mod tests {
                     version: version.into(),
                 },
                 drop_existing: vec![],
+                commit: None,
             })
             .await
             .unwrap();
-        let dolmen_segment::LoadSpec::Local { path } = load_spec;
+        let dolmen_segment::LoadSpec::Local { path } = load_spec else {
+            panic!("local load spec")
+        };
         (out[0].identifier.clone(), path.into())
     }
 

@@ -50,6 +50,7 @@ use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use dolmen_common::Interval;
 use dolmen_common::time::{MAX_INSTANT, MIN_INSTANT};
 use dolmen_segment::{SegmentColumn, TIME_COLUMN, Timeline, TimelineEntry};
+use dolmen_storage::SegmentLocation;
 use dolmen_storage::{SegmentCache, SegmentView};
 use parquet::arrow::arrow_reader::RowSelection;
 
@@ -299,19 +300,36 @@ impl TableProvider for DatasourceTable {
             .get_extension::<ReadFromDeepStorage>()
             .is_some_and(|r| r.0);
         let mut loaded: Vec<(usize, &dolmen_segment::DataSegment, std::path::PathBuf)> = Vec::new();
+        // Segments read straight from an object store (S3 deep storage): their keys, by entry.
+        let mut remote: Vec<(usize, &dolmen_segment::DataSegment, String)> = Vec::new();
+        let mut remote_store: Option<(ObjectStoreUrl, Arc<dyn object_store::ObjectStore>)> = None;
         for (i, e) in entries.iter().enumerate() {
             for s in &e.segments {
-                let path = if direct && !self.cache.is_loaded(s) {
-                    match &s.load_spec {
-                        dolmen_segment::LoadSpec::Local { path } => std::path::PathBuf::from(path),
+                if direct && !self.cache.is_loaded(s) {
+                    let location = self
+                        .cache
+                        .deep_storage()
+                        .location(&s.load_spec)
+                        .map_err(|err| DataFusionError::External(Box::new(err)))?;
+                    match location {
+                        SegmentLocation::Local(path) => loaded.push((i, s, path)),
+                        SegmentLocation::Object { store, bucket, key } => {
+                            if remote_store.is_none() {
+                                let url = ObjectStoreUrl::parse(format!("s3://{bucket}"))?;
+                                runtime.register_object_store(url.as_ref(), Arc::clone(&store));
+                                remote_store = Some((url, store));
+                            }
+                            remote.push((i, s, key.to_string()));
+                        }
                     }
                 } else {
-                    self.cache
+                    let path = self
+                        .cache
                         .ensure_loaded(s)
                         .await
-                        .map_err(|err| DataFusionError::External(Box::new(err)))?
-                };
-                loaded.push((i, s, path));
+                        .map_err(|err| DataFusionError::External(Box::new(err)))?;
+                    loaded.push((i, s, path));
+                }
             }
         }
         let selections = futures::future::try_join_all(
@@ -346,37 +364,67 @@ impl TableProvider for DatasourceTable {
                 }
             }
         }
-        let mut whole: Vec<PartitionedFile> = Vec::new();
-        let mut partial: Vec<(&TimelineEntry, Vec<PartitionedFile>)> = Vec::new();
-        for (e, files) in entries.iter().zip(per_entry) {
-            if files.is_empty() {
-                continue;
-            }
-            if e.is_whole() {
-                whole.extend(files);
-            } else {
-                partial.push((e, files));
-            }
+        // Segments read from an object store in place: no value indexes (they are built from
+        // local files), the segment's exact row count as statistics.
+        let mut per_entry_remote: Vec<Vec<PartitionedFile>> = vec![Vec::new(); entries.len()];
+        for (i, s, key) in remote {
+            let stats = Statistics {
+                num_rows: Precision::Exact(usize::try_from(s.num_rows).unwrap_or(usize::MAX)),
+                total_byte_size: Precision::Exact(usize::try_from(s.size).unwrap_or(usize::MAX)),
+                column_statistics: Statistics::unknown_column(&self.schema),
+            };
+            per_entry_remote[i]
+                .push(PartitionedFile::new(key, s.size).with_statistics(Arc::new(stats)));
         }
         let mut plans: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
-        if !whole.is_empty() {
-            plans.push(self.parquet_scan(
-                whole,
-                target,
-                projection,
-                predicate.clone(),
-                limit,
-                &reader_factory,
-            )?);
-        }
-        for (e, files) in partial {
-            // Read all columns needed for the time restriction, then project.
-            let scan =
-                self.parquet_scan(files, 1, None, predicate.clone(), None, &reader_factory)?;
-            let filter = FilterExecBuilder::new(time_restriction(&self.schema, e.interval)?, scan)
-                .apply_projection(projection.cloned())?
-                .build()?;
-            plans.push(Arc::new(filter));
+        let local = (ObjectStoreUrl::local_filesystem(), reader_factory);
+        let remote = remote_store.map(|(url, store)| {
+            let factory: Arc<dyn ParquetFileReaderFactory> =
+                Arc::new(CachedParquetFileReaderFactory::new(
+                    store,
+                    runtime.cache_manager.get_file_metadata_cache(),
+                ));
+            (url, factory)
+        });
+        for (per_entry, (url, factory)) in [(per_entry, Some(local)), (per_entry_remote, remote)]
+            .into_iter()
+            .filter_map(|(files, store)| Some((files, store?)))
+        {
+            let mut whole: Vec<PartitionedFile> = Vec::new();
+            let mut partial: Vec<(&TimelineEntry, Vec<PartitionedFile>)> = Vec::new();
+            for (e, files) in entries.iter().zip(per_entry) {
+                if files.is_empty() {
+                    continue;
+                }
+                if e.is_whole() {
+                    whole.extend(files);
+                } else {
+                    partial.push((e, files));
+                }
+            }
+            let scan = ScanTarget {
+                url: &url,
+                reader_factory: &factory,
+            };
+            if !whole.is_empty() {
+                plans.push(self.parquet_scan(
+                    &scan,
+                    whole,
+                    target,
+                    projection,
+                    predicate.clone(),
+                    limit,
+                )?);
+            }
+            for (e, files) in partial {
+                // Read all columns needed for the time restriction, then project.
+                let scan = self.parquet_scan(&scan, files, 1, None, predicate.clone(), None)?;
+                let filter =
+                    FilterExecBuilder::new(time_restriction(&self.schema, e.interval)?, scan)
+                        .apply_projection(projection.cloned())?
+                        .build()?;
+                plans.push(Arc::new(filter));
+            }
         }
         if plans.is_empty() {
             return Ok(Arc::new(EmptyExec::new(projected_schema)));
@@ -462,18 +510,25 @@ fn string_equalities(filters: &[Expr], schema: &Schema) -> Vec<(String, String)>
     out
 }
 
+/// The object store segment files of one scan are read from: the local filesystem (the segment
+/// cache, local deep storage) or an S3-compatible bucket (query from S3 deep storage).
+struct ScanTarget<'a> {
+    url: &'a ObjectStoreUrl,
+    reader_factory: &'a Arc<dyn ParquetFileReaderFactory>,
+}
+
 impl DatasourceTable {
     fn parquet_scan(
         &self,
+        at: &ScanTarget<'_>,
         files: Vec<PartitionedFile>,
         target: usize,
         projection: Option<&Vec<usize>>,
         predicate: Option<Arc<dyn PhysicalExpr>>,
         limit: Option<usize>,
-        reader_factory: &Arc<dyn ParquetFileReaderFactory>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut source = ParquetSource::new(Arc::clone(&self.schema))
-            .with_parquet_file_reader_factory(Arc::clone(reader_factory));
+            .with_parquet_file_reader_factory(Arc::clone(at.reader_factory));
         if let Some(p) = predicate {
             source = source.with_predicate(p);
         }
@@ -501,13 +556,12 @@ impl DatasourceTable {
         for (i, f) in files.into_iter().enumerate() {
             groups[i % n].push(f);
         }
-        let config =
-            FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
-                .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
-                .with_statistics(stats)
-                .with_projection_indices(projection.cloned())?
-                .with_limit(limit)
-                .build();
+        let config = FileScanConfigBuilder::new(at.url.clone(), Arc::new(source))
+            .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
+            .with_statistics(stats)
+            .with_projection_indices(projection.cloned())?
+            .with_limit(limit)
+            .build();
         Ok(DataSourceExec::from_data_source(config))
     }
 }

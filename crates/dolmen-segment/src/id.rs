@@ -192,6 +192,15 @@ pub enum LoadSpec {
         /// Absolute path of the segment file.
         path: String,
     },
+    /// An object in an S3-compatible bucket (`{"type":"s3","bucket","key"}`). Druid's S3 load
+    /// spec is `s3_zip` because its segments are zip archives; Dolmen's are single Parquet
+    /// files, so the type says `s3` rather than claim a zip (ADR 0009).
+    S3 {
+        /// Bucket name.
+        bucket: String,
+        /// Object key of the segment file.
+        key: String,
+    },
 }
 
 /// The Druid-shaped segment payload stored in the metadata store and served by the APIs.

@@ -1,7 +1,7 @@
 //! Deep storage, the segment cache, and the live view of every datasource's timeline.
 //!
 //! - [`DeepStorage`] is the durable home of segment files, through `object_store` (a local
-//!   directory by default; S3-compatible stores follow with the same interface).
+//!   directory by default, or a bucket of an S3-compatible store).
 //! - [`SegmentCache`] keeps local copies of segments that queries read (Druid's historical
 //!   segment cache), fetched from deep storage on first use and hard-linked when deep storage
 //!   is a local directory on the same filesystem.
@@ -14,7 +14,7 @@ mod deep;
 mod view;
 
 pub use cache::SegmentCache;
-pub use deep::DeepStorage;
+pub use deep::{DeepStorage, SegmentLocation};
 pub use view::SegmentView;
 
 use dolmen_common::ErrorCategory;

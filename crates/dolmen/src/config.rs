@@ -9,6 +9,8 @@
 //! | `--config` | `DOLMEN_CONFIG` | | none |
 //! | `--worker-capacity` | `DOLMEN_WORKER_CAPACITY` | `service.worker.capacity` | number of cores |
 //! | `--query-threads` | `DOLMEN_QUERY_THREADS` | `service.processing.numThreads` | number of cores |
+//!
+//! Deep storage is set by properties only: [`DeepStorageConfig`] (`service.storage.*`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,6 +63,55 @@ pub struct ServerConfig {
     /// Durable storage of the multi-stage engine (`service.msq.intermediate.storage.*`):
     /// where `selectDestination: durableStorage` statement results go; `None` when disabled.
     pub durable_storage: Option<DurableStorageConfig>,
+    /// Deep storage (`service.storage.*`): where published segment files live.
+    pub deep_storage: DeepStorageConfig,
+}
+
+/// `service.storage.*` (Druid: `druid.storage.*`): the durable home of segment files.
+///
+/// | property | meaning | default |
+/// |---|---|---|
+/// | `service.storage.type` | `local` or `s3` | `local` |
+/// | `service.storage.storageDirectory` | local: the directory | `<dataDir>/deep-storage` |
+/// | `service.storage.bucket` | s3: the bucket (required) | |
+/// | `service.storage.baseKey` | s3: key prefix of every segment file | none |
+///
+/// The S3 client takes `service.s3.*` (endpoint, region, keys; see docs/ingestion.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeepStorageConfig {
+    /// `type=local`: a directory.
+    Local(PathBuf),
+    /// `type=s3`: a bucket and a key prefix.
+    S3 {
+        /// Bucket.
+        bucket: String,
+        /// Key prefix (may be empty).
+        base_key: String,
+    },
+}
+
+impl DeepStorageConfig {
+    fn from_properties(props: &Properties, data_dir: &std::path::Path) -> anyhow::Result<Self> {
+        const P: &str = "service.storage";
+        match props.get(&format!("{P}.type")).unwrap_or("local") {
+            "local" => Ok(DeepStorageConfig::Local(
+                props
+                    .get(&format!("{P}.storageDirectory"))
+                    .map_or_else(|| data_dir.join("deep-storage"), PathBuf::from),
+            )),
+            "s3" => {
+                let bucket = props
+                    .get(&format!("{P}.bucket"))
+                    .filter(|b| !b.is_empty())
+                    .ok_or_else(|| anyhow::anyhow!("{P}.bucket: required when {P}.type is s3"))?;
+                Ok(DeepStorageConfig::S3 {
+                    bucket: bucket.to_string(),
+                    base_key: props.get(&format!("{P}.baseKey")).unwrap_or("").to_string(),
+                })
+            }
+            other => anyhow::bail!("{P}.type: [{other}] is not one of [local, s3]"),
+        }
+    }
 }
 
 /// `service.msq.intermediate.storage.*` (Druid: `druid.msq.intermediate.storage.*`).
@@ -136,6 +187,7 @@ impl ServerConfig {
             .unwrap_or_else(|| PathBuf::from("var"));
         Ok(ServerConfig {
             durable_storage: DurableStorageConfig::from_properties(props, &data_dir)?,
+            deep_storage: DeepStorageConfig::from_properties(props, &data_dir)?,
             port: match args.port {
                 Some(p) => p,
                 None => props
@@ -170,7 +222,7 @@ impl ServerConfig {
     /// The effective server properties, by their property names, as `sys.server_properties`
     /// lists them; `bound_port` is the port actually bound (`--port 0` picks one).
     pub fn properties(&self, bound_port: u16) -> Vec<(String, String)> {
-        vec![
+        let mut props = vec![
             ("service.host".into(), self.host.clone()),
             ("service.plaintextPort".into(), bound_port.to_string()),
             (
@@ -185,7 +237,22 @@ impl ServerConfig {
                 "service.processing.numThreads".into(),
                 self.query_threads.to_string(),
             ),
-        ]
+        ];
+        match &self.deep_storage {
+            DeepStorageConfig::Local(dir) => {
+                props.push(("service.storage.type".into(), "local".into()));
+                props.push((
+                    "service.storage.storageDirectory".into(),
+                    dir.display().to_string(),
+                ));
+            }
+            DeepStorageConfig::S3 { bucket, base_key } => {
+                props.push(("service.storage.type".into(), "s3".into()));
+                props.push(("service.storage.bucket".into(), bucket.clone()));
+                props.push(("service.storage.baseKey".into(), base_key.clone()));
+            }
+        }
+        props
     }
 }
 
@@ -215,5 +282,35 @@ mod tests {
         let bad = Properties::parse("service.plaintextPort=http\n");
         let e = ServerConfig::from_parts(&ServerArgs::default(), &bad).unwrap_err();
         assert!(format!("{e:#}").contains("service.plaintextPort"));
+    }
+
+    #[test]
+    fn deep_storage_is_local_by_default_and_s3_needs_a_bucket() {
+        let d = ServerConfig::from_parts(&ServerArgs::default(), &Properties::default()).unwrap();
+        assert_eq!(
+            d.deep_storage,
+            DeepStorageConfig::Local(PathBuf::from("var/deep-storage"))
+        );
+        let s3 = Properties::parse(
+            "service.storage.type=s3\nservice.storage.bucket=segs\nservice.storage.baseKey=prod/druid\n",
+        );
+        let c = ServerConfig::from_parts(&ServerArgs::default(), &s3).unwrap();
+        assert_eq!(
+            c.deep_storage,
+            DeepStorageConfig::S3 {
+                bucket: "segs".into(),
+                base_key: "prod/druid".into()
+            }
+        );
+        assert!(
+            c.properties(1)
+                .contains(&("service.storage.bucket".into(), "segs".into()))
+        );
+        let missing = Properties::parse("service.storage.type=s3\n");
+        let e = ServerConfig::from_parts(&ServerArgs::default(), &missing).unwrap_err();
+        assert!(format!("{e:#}").contains("service.storage.bucket"), "{e:#}");
+        let bad = Properties::parse("service.storage.type=hdfs\n");
+        let e = ServerConfig::from_parts(&ServerArgs::default(), &bad).unwrap_err();
+        assert!(format!("{e:#}").contains("service.storage.type"), "{e:#}");
     }
 }

@@ -82,8 +82,16 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             .context("cannot open the metadata store")?,
     );
     let metadata: Arc<dyn MetadataStore> = Arc::clone(&sql_store) as Arc<dyn MetadataStore>;
-    let deep =
-        DeepStorage::local(&data.join("deep-storage")).context("cannot open deep storage")?;
+    let deep = match &config.deep_storage {
+        crate::config::DeepStorageConfig::Local(dir) => {
+            DeepStorage::local(dir).context("cannot open deep storage")?
+        }
+        crate::config::DeepStorageConfig::S3 { bucket, base_key } => {
+            let store =
+                s3_store(config, bucket).context("service.storage: cannot create the S3 client")?;
+            DeepStorage::s3(store, bucket, base_key).context("service.storage.baseKey")?
+        }
+    };
     let cache = Arc::new(
         SegmentCache::new(&data.join("segment-cache"), deep.clone())
             .context("cannot open the segment cache")?,
@@ -208,29 +216,38 @@ fn result_stores(config: &ServerConfig) -> anyhow::Result<ResultStores> {
             Some(ResultStore::local(dir).map_err(|e| anyhow::anyhow!(e))?)
         }
         Some(crate::config::DurableStorageConfig::S3 { bucket, prefix }) => {
-            let s3 = &config.input_sources.s3;
-            let mut b = object_store::aws::AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .with_virtual_hosted_style_request(false);
-            if let Some(e) = &s3.endpoint {
-                b = b.with_endpoint(e).with_allow_http(true);
-            }
-            if let Some(r) = &s3.region {
-                b = b.with_region(r);
-            }
-            if let (Some(a), Some(k)) = (&s3.access_key, &s3.secret_key) {
-                b = b.with_access_key_id(a).with_secret_access_key(k);
-            }
-            let store = b
-                .build()
+            let store = s3_store(config, bucket)
                 .context("service.msq.intermediate.storage: cannot create the S3 client")?;
-            Some(ResultStore::new(Arc::new(store), prefix))
+            Some(ResultStore::new(store, prefix))
         }
     };
     Ok(ResultStores {
         task_report,
         durable,
     })
+}
+
+/// An `object_store` client for `bucket` with the `service.s3.*` client settings (endpoint,
+/// region, keys; path-style requests, plain HTTP allowed for a configured endpoint), falling
+/// back to the standard `AWS_*` environment variables.
+fn s3_store(
+    config: &ServerConfig,
+    bucket: &str,
+) -> object_store::Result<Arc<dyn object_store::ObjectStore>> {
+    let s3 = &config.input_sources.s3;
+    let mut b = object_store::aws::AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .with_virtual_hosted_style_request(false);
+    if let Some(e) = &s3.endpoint {
+        b = b.with_endpoint(e).with_allow_http(true);
+    }
+    if let Some(r) = &s3.region {
+        b = b.with_region(r);
+    }
+    if let (Some(a), Some(k)) = (&s3.access_key, &s3.secret_key) {
+        b = b.with_access_key_id(a).with_secret_access_key(k);
+    }
+    Ok(Arc::new(b.build()?))
 }
 
 fn advertised_host(bind: &str) -> String {

@@ -46,7 +46,9 @@ pub async fn run_task(
 
 /// Every record batch of a published segment's file.
 pub fn read_segment(segment: &DataSegment) -> Vec<RecordBatch> {
-    let LoadSpec::Local { path } = &segment.load_spec;
+    let LoadSpec::Local { path } = &segment.load_spec else {
+        panic!("local load spec")
+    };
     let file = std::fs::File::open(Path::new(path)).unwrap();
     ParquetRecordBatchReaderBuilder::try_new(file)
         .unwrap()

@@ -457,27 +457,153 @@ PARTITIONED BY DAY"#,
     assert_eq!(code, 400, "{body}");
 }
 
-/// Durable storage in an S3-compatible store (the test server `scripts/test.sh` starts):
-/// pages are objects under the configured bucket and prefix, and read back in order.
-#[test]
-fn durable_storage_on_s3_holds_the_pages() {
-    let endpoint = match std::env::var("DOLMEN_TEST_S3_ENDPOINT") {
-        Ok(e) if !e.is_empty() => e,
-        _ if std::env::var("DOLMEN_SKIP_S3_TESTS").as_deref() == Ok("1") => return,
+/// The S3 test server's endpoint (`scripts/test.sh` starts it), or `None` when the run opted
+/// out with `DOLMEN_SKIP_S3_TESTS=1`.
+fn s3_endpoint() -> Option<String> {
+    match std::env::var("DOLMEN_TEST_S3_ENDPOINT") {
+        Ok(e) if !e.is_empty() => Some(e),
+        _ if std::env::var("DOLMEN_SKIP_S3_TESTS").as_deref() == Ok("1") => None,
         _ => panic!(
             "DOLMEN_TEST_S3_ENDPOINT is not set: run scripts/test.sh (it starts the S3 test server), or set DOLMEN_SKIP_S3_TESTS=1"
         ),
-    };
+    }
+}
+
+/// Creates a bucket of its own for one test on the S3 test server; returns its name.
+fn new_bucket(endpoint: &str, what: &str) -> String {
     let bucket = format!(
-        "dolmen-results-{}",
+        "dolmen-{what}-{}",
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos()
     );
-    let http = reqwest::blocking::Client::new();
-    let r = http.put(format!("{endpoint}/{bucket}")).send().unwrap();
+    let r = reqwest::blocking::Client::new()
+        .put(format!("{endpoint}/{bucket}"))
+        .send()
+        .unwrap();
     assert!(r.status().is_success(), "create bucket: {}", r.status());
+    bucket
+}
+
+/// Keys of the objects under `prefix` in `bucket` (ListObjectsV2, first 1000).
+fn object_keys(endpoint: &str, bucket: &str, prefix: &str) -> Vec<String> {
+    let listing = reqwest::blocking::Client::new()
+        .get(format!("{endpoint}/{bucket}?list-type=2&prefix={prefix}"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    listing
+        .split("<Key>")
+        .skip(1)
+        .filter_map(|s| s.split("</Key>").next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Deep storage in an S3-compatible bucket: publishing uploads the segment files under the base
+/// key (nothing kept in a local deep-storage directory), queries load them into the segment
+/// cache, statements and `readFromDeepStorage` queries read them in place with ranged GETs, and
+/// a kill task deletes the objects of unused segments.
+#[test]
+fn s3_deep_storage_publishes_serves_reads_in_place_and_kills() {
+    let Some(endpoint) = s3_endpoint() else {
+        return;
+    };
+    let bucket = new_bucket(&endpoint, "deep");
+    let dir = tempfile::tempdir().unwrap();
+    let props = dir.path().join("runtime.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "service.s3.endpoint={endpoint}\nservice.s3.region=us-east-1\nservice.s3.accessKey=test\nservice.s3.secretKey=test\nservice.storage.type=s3\nservice.storage.bucket={bucket}\nservice.storage.baseKey=druid/segments\n"
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let args = ["--config", props.to_str().unwrap()];
+    let server = Server::start_with_args(&data, &args);
+    server.ingest_sql(
+        r#"REPLACE INTO deep OVERWRITE ALL
+SELECT MILLIS_TO_TIMESTAMP(1577836800000 + "value" * 3600000) AS __time, "value" AS x
+FROM generate_series(0, 71)
+PARTITIONED BY DAY"#,
+    );
+    let (_, segs) =
+        server.get_json("/druid/coordinator/v1/metadata/datasources/deep/segments?full");
+    let segs = segs.as_array().unwrap().clone();
+    assert_eq!(segs.len(), 3);
+    for s in &segs {
+        assert_eq!(s["loadSpec"]["type"], "s3", "{s}");
+        assert_eq!(s["loadSpec"]["bucket"], bucket.as_str());
+        assert!(
+            s["loadSpec"]["key"]
+                .as_str()
+                .unwrap()
+                .starts_with("druid/segments/deep/"),
+            "{s}"
+        );
+    }
+    let mut keys = object_keys(&endpoint, &bucket, "druid/segments/");
+    keys.sort();
+    let mut expected: Vec<String> = segs
+        .iter()
+        .map(|s| s["loadSpec"]["key"].as_str().unwrap().to_string())
+        .collect();
+    expected.sort();
+    assert_eq!(keys, expected);
+    assert!(crate::common::deep_storage_files(&data).is_empty());
+    // A plain query loads the segments from the bucket into the segment cache.
+    assert_eq!(server.count("deep"), Some(72));
+    assert_eq!(cached_files(&data), 3);
+    server.terminate();
+
+    // Restarted with an empty cache: a statement reads the objects in place.
+    std::fs::remove_dir_all(data.join("segment-cache")).unwrap();
+    let server = Server::start_with_args(&data, &args);
+    let id = server.statement(
+        "SELECT COUNT(*) AS c, SUM(x) AS s FROM deep WHERE __time >= TIMESTAMP '2020-01-02 00:00:00'",
+        json!({}),
+    );
+    let st = server.wait_statement(&id);
+    assert_eq!(st["state"], "SUCCESS", "{st}");
+    let (_, text) = server.results_text(&id, "?resultFormat=array");
+    // Days 2 and 3: values 24..=71.
+    assert_eq!(text.trim_end(), "[[48,2280]]");
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "SELECT x FROM deep ORDER BY __time DESC LIMIT 2",
+                "context": {"readFromDeepStorage": true}}),
+    );
+    assert_eq!((code, body), (200, json!([{"x": 71}, {"x": 70}])));
+    assert_eq!(cached_files(&data), 0, "read in place, nothing loaded");
+
+    // Kill: the unused day's object goes; the used days' objects stay.
+    let (_, body) = server.post_json(
+        "/druid/coordinator/v1/datasources/deep/markUnused",
+        &json!({"interval": "2020-01-01/2020-01-02"}),
+    );
+    assert_eq!(body["numChangedSegments"], 1);
+    let st = server.run_task(&json!({
+        "type": "kill", "dataSource": "deep", "interval": "2020-01-01/2020-01-02"
+    }));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let left = object_keys(&endpoint, &bucket, "druid/segments/");
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.iter().all(|k| !k.contains("2020-01-01T")), "{left:?}");
+    assert_eq!(server.count("deep"), Some(48));
+}
+
+/// Durable storage in an S3-compatible store (the test server `scripts/test.sh` starts):
+/// pages are objects under the configured bucket and prefix, and read back in order.
+#[test]
+fn durable_storage_on_s3_holds_the_pages() {
+    let Some(endpoint) = s3_endpoint() else {
+        return;
+    };
+    let bucket = new_bucket(&endpoint, "results");
+    let http = reqwest::blocking::Client::new();
     let dir = tempfile::tempdir().unwrap();
     let props = dir.path().join("runtime.properties");
     std::fs::write(
