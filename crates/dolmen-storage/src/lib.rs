@@ -7,7 +7,10 @@
 //!   is a local directory on the same filesystem.
 //! - [`SegmentView`] holds one [`Timeline`](dolmen_segment::Timeline) snapshot per datasource,
 //!   rebuilt from the metadata store after every publish and on a timer; queries plan against
-//!   a snapshot, so a publish swaps what they see atomically.
+//!   a snapshot, so a publish swaps what they see atomically. It also holds the [`Hydrant`]s of
+//!   running streaming tasks (realtime data queryable before handoff): a
+//!   [`DataSourceSnapshot`] pairs a timeline with the visible hydrants, and
+//!   [`SegmentView::handoff`] swaps a sink's hydrants for its published segments atomically.
 
 mod cache;
 mod deep;
@@ -15,7 +18,7 @@ mod view;
 
 pub use cache::SegmentCache;
 pub use deep::{DeepStorage, SegmentLocation};
-pub use view::SegmentView;
+pub use view::{DataSourceSnapshot, Hydrant, SegmentView};
 
 use dolmen_common::ErrorCategory;
 

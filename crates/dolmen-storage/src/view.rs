@@ -1,36 +1,154 @@
-//! The live view of every datasource's timeline.
+//! The live view of every datasource: the timeline of its published segments plus the hydrants
+//! of its running streaming tasks.
+//!
+//! # Realtime data (Druid's `Sink`, `FireHydrant`, `SinkQuerySegmentWalker`)
+//!
+//! A streaming task turns the rows it read into small immutable segment files every few hundred
+//! milliseconds; each such file is a [`Hydrant`]. The task registers its hydrants here with
+//! [`SegmentView::add_hydrants`], under a *sink*: the unit that is later published as segments
+//! (the supervisor's task group). Several tasks may be replicas of one sink and read the same
+//! rows; queries show the hydrants of exactly one of them (the first registered one still
+//! present), so replicas never double count, and the others take over when it is dropped.
+//!
+//! When the task publishes, [`SegmentView::handoff`] commits the segments and, under one write
+//! lock, installs the datasource's new timeline and removes the hydrants the segments were built
+//! from. Every reader takes a [`DataSourceSnapshot`] (timeline and hydrants read under one read
+//! lock), so a query sees either the hydrants or the segments built from them, never both and
+//! never neither.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
+use dolmen_common::Interval;
 use dolmen_metadata::MetadataStore;
-use dolmen_segment::{DataSegment, Timeline};
+use dolmen_segment::{DataSegment, SegmentColumn, Timeline};
 
 use crate::StorageError;
 
-/// One timeline snapshot per datasource, rebuilt from the metadata store's used segments.
+/// A queryable piece of a streaming task's data that is not published yet (Druid's
+/// `FireHydrant`): an immutable local segment file in the format batch ingestion writes
+/// (`__time` as timestamp ms, then `columns`; extra hidden columns are ignored).
 ///
-/// Readers take an `Arc<Timeline>` and keep planning against it even if a publish replaces it
-/// meanwhile. Refreshes run one at a time (read from the metadata store, then install), so a
-/// refresh that read older state can never install its snapshot after a newer one.
+/// The file must stay readable while any query may hold a snapshot listing it: a query plans
+/// against a snapshot taken before a handoff or a drop and may open the file afterwards.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hydrant {
+    /// Time range of its rows (a covering range is fine, e.g. the time chunk); used to skip
+    /// the file when a query's `__time` filters exclude it.
+    pub interval: Interval,
+    /// Local Parquet segment file.
+    pub path: PathBuf,
+    /// Exact number of rows in the file (answers `COUNT(*)` without reading it).
+    pub num_rows: u64,
+    /// File size, bytes.
+    pub size: u64,
+    /// The file's columns after `__time`, as a published segment's payload lists them.
+    pub columns: Vec<SegmentColumn>,
+    /// Position of the hydrant in its task's stream of hydrants: increasing per task, and
+    /// comparable across the replicas of a sink (hydrant `n` of every replica ends at the same
+    /// stream position), since [`SegmentView::handoff`] removes hydrants by sequence.
+    pub sequence: u64,
+}
+
+/// What a query plans against: one datasource's timeline and its visible hydrants, read under
+/// one lock, so a handoff is seen entirely or not at all.
+#[derive(Debug, Clone)]
+pub struct DataSourceSnapshot {
+    /// Visible published segments; empty when the datasource has only hydrants so far.
+    pub timeline: Arc<Timeline>,
+    /// Hydrants of one replica per sink (ordered by sink id, then sequence). Their rows are
+    /// in addition to the timeline's: hydrants are never overshadowed by segments.
+    pub hydrants: Arc<[Arc<Hydrant>]>,
+}
+
+/// One task registered for a sink.
+#[derive(Debug)]
+struct Replica {
+    task_id: String,
+    /// Sorted by sequence, no two with the same sequence.
+    hydrants: Vec<Arc<Hydrant>>,
+}
+
+/// A sink: the replicas registered for it, in registration order (the first is visible).
+#[derive(Debug, Default)]
+struct Sink {
+    replicas: Vec<Replica>,
+    /// Highest sequence handed off so far; hydrants at or below it are not registered again.
+    handed_off: Option<u64>,
+}
+
+/// The realtime part of one datasource.
+#[derive(Debug, Default)]
+struct Realtime {
+    sinks: BTreeMap<String, Sink>,
+    /// The hydrants queries see, recomputed after every change.
+    visible: Arc<[Arc<Hydrant>]>,
+}
+
+impl Realtime {
+    fn recompute(&mut self) {
+        self.visible = self
+            .sinks
+            .values()
+            .filter_map(|s| s.replicas.first())
+            .flat_map(|r| r.hydrants.iter().cloned())
+            .collect();
+    }
+}
+
+/// Everything readers see, behind one lock.
+#[derive(Debug, Default)]
+struct ViewState {
+    timelines: HashMap<String, Arc<Timeline>>,
+    realtime: HashMap<String, Realtime>,
+}
+
+impl ViewState {
+    /// Installs a datasource's timeline from its used segments (none: the datasource has no
+    /// published data).
+    fn install(&mut self, data_source: &str, segments: Vec<DataSegment>) {
+        if segments.is_empty() {
+            self.timelines.remove(data_source);
+        } else {
+            self.timelines.insert(
+                data_source.to_string(),
+                Arc::new(Timeline::build(segments.into_iter().map(Arc::new))),
+            );
+        }
+    }
+}
+
+/// The live view: one timeline snapshot per datasource, rebuilt from the metadata store's used
+/// segments, plus the hydrants of running streaming tasks (see the module docs).
+///
+/// Readers take an `Arc<Timeline>` (or a [`DataSourceSnapshot`]) and keep planning against it
+/// even if a publish replaces it meanwhile. Refreshes and handoffs run one at a time (read from
+/// the metadata store, then install), so a refresh that read older state can never install its
+/// snapshot after a newer one, and cannot install a handoff's segments before its hydrants go.
 #[derive(Debug)]
 pub struct SegmentView {
     metadata: Arc<dyn MetadataStore>,
-    timelines: RwLock<HashMap<String, Arc<Timeline>>>,
+    state: RwLock<ViewState>,
     refreshing: tokio::sync::Mutex<()>,
 }
+
+/// How often [`SegmentView::handoff`] tries to re-read the used segments after a publish.
+const HANDOFF_READ_ATTEMPTS: u32 = 3;
 
 impl SegmentView {
     /// An empty view over `metadata`; call [`SegmentView::refresh`] to fill it.
     pub fn new(metadata: Arc<dyn MetadataStore>) -> SegmentView {
         SegmentView {
             metadata,
-            timelines: RwLock::new(HashMap::new()),
+            state: RwLock::new(ViewState::default()),
             refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// Rebuilds every timeline from the used segments in the metadata store.
+    /// Rebuilds every timeline from the used segments in the metadata store; hydrants stay.
     ///
     /// # Errors
     /// When the metadata store fails; the previous snapshots stay in place.
@@ -48,49 +166,218 @@ impl SegmentView {
             .into_iter()
             .map(|(ds, segs)| (ds, Arc::new(Timeline::build(segs))))
             .collect();
-        *self.timelines.write().expect("view lock") = timelines;
+        self.state.write().expect("view lock").timelines = timelines;
         Ok(())
     }
 
-    /// Rebuilds one datasource's timeline.
+    /// Rebuilds one datasource's timeline; its hydrants stay.
     ///
     /// # Errors
     /// When the metadata store fails.
     pub async fn refresh_data_source(&self, data_source: &str) -> Result<(), StorageError> {
         let _one_at_a_time = self.refreshing.lock().await;
         let segs = self.metadata.used_segments(data_source, None).await?;
-        let mut t = self.timelines.write().expect("view lock");
-        if segs.is_empty() {
-            t.remove(data_source);
-        } else {
-            t.insert(
-                data_source.to_string(),
-                Arc::new(Timeline::build(segs.into_iter().map(Arc::new))),
-            );
-        }
+        self.state
+            .write()
+            .expect("view lock")
+            .install(data_source, segs);
         Ok(())
     }
 
-    /// The current timeline snapshot of a datasource.
+    /// The current timeline snapshot of a datasource (published segments only).
     pub fn timeline(&self, data_source: &str) -> Option<Arc<Timeline>> {
-        self.timelines
+        self.state
             .read()
             .expect("view lock")
+            .timelines
             .get(data_source)
             .cloned()
     }
 
-    /// Datasources with visible segments, sorted.
-    pub fn data_sources(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
+    /// The timeline and the visible hydrants of a datasource, taken under one read lock; `None`
+    /// when it has neither visible segments nor visible hydrants.
+    pub fn snapshot(&self, data_source: &str) -> Option<DataSourceSnapshot> {
+        let state = self.state.read().expect("view lock");
+        let timeline = state
             .timelines
-            .read()
-            .expect("view lock")
+            .get(data_source)
+            .filter(|t| !t.is_empty())
+            .cloned();
+        let hydrants = state
+            .realtime
+            .get(data_source)
+            .map(|r| Arc::clone(&r.visible))
+            .filter(|h| !h.is_empty());
+        drop(state);
+        if timeline.is_none() && hydrants.is_none() {
+            return None;
+        }
+        Some(DataSourceSnapshot {
+            timeline: timeline.unwrap_or_else(|| Arc::new(Timeline::build(std::iter::empty()))),
+            hydrants: hydrants.unwrap_or_else(|| Arc::from(Vec::new())),
+        })
+    }
+
+    /// Datasources with visible segments or visible hydrants, sorted.
+    pub fn data_sources(&self) -> Vec<String> {
+        let state = self.state.read().expect("view lock");
+        let mut v: Vec<String> = state
+            .timelines
             .iter()
             .filter(|(_, t)| !t.is_empty())
             .map(|(k, _)| k.clone())
+            .chain(
+                state
+                    .realtime
+                    .iter()
+                    .filter(|(_, r)| !r.visible.is_empty())
+                    .map(|(k, _)| k.clone()),
+            )
             .collect();
         v.sort();
+        v.dedup();
         v
     }
+
+    /// Registers hydrants of `task_id`, a replica of sink `sink_id` (the supervisor's task
+    /// group, e.g. `<supervisorId>/<groupId>/<n>`) of `data_source`; queries that start
+    /// afterwards see them if the task is the sink's visible replica.
+    ///
+    /// Queries show the hydrants of one replica per sink: the first task that registered for the
+    /// sink and has not been dropped ([`SegmentView::drop_task_hydrants`]). The other replicas'
+    /// hydrants are kept so that one of them can take over when the first is dropped. A hydrant
+    /// with the sequence of one the task already registered replaces it; one with a sequence at
+    /// or below the sink's last handoff is ignored (its rows are published already).
+    pub fn add_hydrants(
+        &self,
+        data_source: &str,
+        sink_id: &str,
+        task_id: &str,
+        hydrants: Vec<Hydrant>,
+    ) {
+        let mut state = self.state.write().expect("view lock");
+        let realtime = state.realtime.entry(data_source.to_string()).or_default();
+        let sink = realtime.sinks.entry(sink_id.to_string()).or_default();
+        let replica = match sink.replicas.iter().position(|r| r.task_id == task_id) {
+            Some(i) => &mut sink.replicas[i],
+            None => {
+                sink.replicas.push(Replica {
+                    task_id: task_id.to_string(),
+                    hydrants: Vec::new(),
+                });
+                sink.replicas.last_mut().expect("just pushed")
+            }
+        };
+        for h in hydrants {
+            if sink.handed_off.is_some_and(|up_to| h.sequence <= up_to) {
+                tracing::debug!(
+                    data_source,
+                    sink_id,
+                    task_id,
+                    sequence = h.sequence,
+                    "ignoring hydrant already handed off"
+                );
+                continue;
+            }
+            match replica
+                .hydrants
+                .binary_search_by_key(&h.sequence, |x| x.sequence)
+            {
+                Ok(i) => replica.hydrants[i] = Arc::new(h),
+                Err(i) => replica.hydrants.insert(i, Arc::new(h)),
+            }
+        }
+        realtime.recompute();
+    }
+
+    /// Forgets everything `task_id` registered for `data_source` (the task failed, stopped
+    /// without publishing, or finished after its handoff). If it was a sink's visible replica,
+    /// the next registered replica of that sink becomes visible.
+    pub fn drop_task_hydrants(&self, data_source: &str, task_id: &str) {
+        let mut state = self.state.write().expect("view lock");
+        let Some(realtime) = state.realtime.get_mut(data_source) else {
+            return;
+        };
+        for sink in realtime.sinks.values_mut() {
+            sink.replicas.retain(|r| r.task_id != task_id);
+        }
+        realtime.sinks.retain(|_, s| !s.replicas.is_empty());
+        if realtime.sinks.is_empty() {
+            state.realtime.remove(data_source);
+        } else {
+            realtime.recompute();
+        }
+    }
+
+    /// Atomic handoff of a sink's data from its hydrants to published segments.
+    ///
+    /// Runs `publish` (the metadata-store commit of the segments built from the sink's hydrants
+    /// up to sequence `up_to`). If it succeeds, re-reads the datasource's used segments and, in
+    /// one write-lock section, installs the new timeline and removes the hydrants of the sink
+    /// with sequence `<= up_to` of every replica (later hydrants, read after the published
+    /// rows, stay). A query therefore sees the rows either in the hydrants or in the segments.
+    /// Refreshes wait for the whole handoff, so none can install the new segments while the
+    /// hydrants are still there.
+    ///
+    /// If re-reading the segments fails even after retries, the hydrants are removed anyway and
+    /// the old timeline stays until the next refresh: the rows are missing from queries for a
+    /// while, rather than counted twice later. The publish's result is still returned.
+    ///
+    /// Not cancellation safe: dropping the future after `publish` committed leaves the
+    /// hydrants in place, and the next refresh then shows both. Run it to completion (in its own
+    /// task if the caller may be cancelled).
+    ///
+    /// # Errors
+    /// `publish`'s error; nothing in the view changes then.
+    pub async fn handoff<T, E, F>(
+        &self,
+        data_source: &str,
+        sink_id: &str,
+        up_to: u64,
+        publish: F,
+    ) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let _one_at_a_time = self.refreshing.lock().await;
+        let published = publish.await?;
+        let mut segments = None;
+        for attempt in 1..=HANDOFF_READ_ATTEMPTS {
+            match self.metadata.used_segments(data_source, None).await {
+                Ok(s) => {
+                    segments = Some(s);
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        data_source,
+                        sink_id,
+                        attempt,
+                        error = %e,
+                        "cannot read used segments after handoff publish"
+                    );
+                    if attempt < HANDOFF_READ_ATTEMPTS {
+                        tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+                    }
+                }
+            }
+        }
+        let mut state = self.state.write().expect("view lock");
+        if let Some(segments) = segments {
+            state.install(data_source, segments);
+        }
+        if let Some(realtime) = state.realtime.get_mut(data_source) {
+            if let Some(sink) = realtime.sinks.get_mut(sink_id) {
+                for r in &mut sink.replicas {
+                    r.hydrants.retain(|h| h.sequence > up_to);
+                }
+                sink.handed_off = Some(sink.handed_off.map_or(up_to, |h| h.max(up_to)));
+            }
+            realtime.recompute();
+        }
+        Ok(published)
+    }
 }
+
+#[cfg(test)]
+mod tests;
