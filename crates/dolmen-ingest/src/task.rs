@@ -298,6 +298,65 @@ fn new_segment(
     }
 }
 
+/// Builds segment files for `spec` on the calling thread (blocking: call it from a blocking
+/// thread), with the same parsing, transforms, rollup and segment layout as a batch task, into
+/// `work_dir`. Streaming tasks build their queryable pieces (hydrants) and their handed-off
+/// segments this way from the records they wrote down. Only `local` and `inline` inputs are
+/// meant here (no metadata store or deep storage access is provided).
+///
+/// # Errors
+/// As a batch task's build: invalid spec, parse-exception limit, I/O.
+pub fn build_segment_files(
+    spec: &IndexTaskSpec,
+    work_dir: &std::path::Path,
+    stats: &RowStats,
+    cancel: &CancellationToken,
+) -> Result<Vec<BuiltSegment>, IngestError> {
+    let ctx = crate::input::InputContext {
+        config: None,
+        segments: None,
+        runtime: None,
+        scratch_dir: Some(work_dir.join("input")),
+    };
+    build_segments(spec, work_dir, stats, cancel, &ctx)
+}
+
+/// Pushes built segment files to deep storage under
+/// `<dataSource>/<interval>/<name>/<n>/index.parquet` and returns them ready to publish. On
+/// failure the files already pushed are deleted again.
+///
+/// # Errors
+/// [`IngestError::Runtime`] when a push fails.
+pub async fn push_segment_files(
+    deep: &DeepStorage,
+    data_source: &str,
+    name: &str,
+    built: &[BuiltSegment],
+) -> Result<Vec<NewSegment>, IngestError> {
+    let mut pushed: Vec<NewSegment> = Vec::with_capacity(built.len());
+    for (i, b) in built.iter().enumerate() {
+        let key = format!(
+            "{data_source}/{}/{name}/{i}/index.parquet",
+            b.interval.to_underscore_string()
+        );
+        match deep.push(&b.path, &key).await {
+            Ok(load_spec) => pushed.push(new_segment(b, load_spec, None)),
+            Err(e) => {
+                cleanup(deep, &pushed).await;
+                return Err(IngestError::Runtime(format!(
+                    "cannot push segment to deep storage: {e}"
+                )));
+            }
+        }
+    }
+    Ok(pushed)
+}
+
+/// Deletes pushed but unpublished segment files from deep storage (best effort, logged).
+pub async fn delete_pushed(deep: &DeepStorage, pushed: &[NewSegment]) {
+    cleanup(deep, pushed).await;
+}
+
 async fn cleanup(deep: &DeepStorage, pushed: &[NewSegment]) {
     for s in pushed {
         if let Err(e) = deep.delete(&s.load_spec).await {

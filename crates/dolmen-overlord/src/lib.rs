@@ -18,12 +18,15 @@
 //! Nothing they wrote is visible, because publishing is their last, atomic step.
 //!
 //! Task types ([`spec::TaskSpec`]): `index_parallel` and `index` (batch ingestion, run by
-//! `dolmen-ingest`) and `kill` ([`kill`]: permanent deletion of unused segments under an
-//! EXCLUSIVE lock on its interval). All go through the same lifecycle, logs and reports.
+//! `dolmen-ingest`), `kill` ([`kill`]: permanent deletion of unused segments under an
+//! EXCLUSIVE lock on its interval), `query_controller` ([`controller`]) and `index_logstream`
+//! (streaming, run by `dolmen-stream`, created by the [`supervisor`] manager). All go through
+//! the same lifecycle, logs and reports.
 
 pub mod controller;
 pub mod kill;
 pub mod spec;
+pub mod supervisor;
 pub mod tasklog;
 
 use std::collections::HashMap;
@@ -39,7 +42,9 @@ use dolmen_metadata::{
     TaskRecord, TaskState, TaskStatusUpdate,
 };
 use dolmen_storage::{DeepStorage, SegmentCache, SegmentView};
-use serde_json::Value;
+use dolmen_stream::kafka::KafkaRecordSupplier;
+use dolmen_stream::task::{LogstreamTaskSpec, StreamTaskEnv, TaskControl, run_logstream_task};
+use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -109,11 +114,13 @@ enum Progress {
     Index(Arc<RowStats>),
     Kill(Arc<KillProgress>),
     Controller(Arc<ControllerProgress>),
+    Stream(Arc<TaskControl>),
 }
 
 impl Progress {
     fn for_spec(spec: &TaskSpec) -> Progress {
         match spec {
+            TaskSpec::Logstream(s) => Progress::Stream(Arc::new(TaskControl::new(&s.start_offsets))),
             TaskSpec::Index(_) => Progress::Index(Arc::new(RowStats::new())),
             TaskSpec::Kill(_) => Progress::Kill(Arc::new(KillProgress::default())),
             TaskSpec::Controller(_) => Progress::Controller(Arc::new(ControllerProgress::new())),
@@ -132,6 +139,22 @@ impl Progress {
             Progress::Index(s) => s.report(id, error),
             Progress::Kill(k) => k.report(id),
             Progress::Controller(c) => c.report(id, outcome),
+            Progress::Stream(c) => {
+                let mut r = c.stats.report(id, error);
+                if let Some(p) = r.pointer_mut("/ingestionStatsAndErrors/payload") {
+                    let (segments, rows) = c.published();
+                    p["ingestionState"] = json!(match (c.phase(), outcome) {
+                        (_, Some(_)) => "COMPLETED",
+                        ("PUBLISHING", None) => "PUBLISHING",
+                        _ => "BUILD_SEGMENTS",
+                    });
+                    p["currentOffsets"] = json!(c.current_offsets());
+                    p["endOffsets"] = json!(c.end_offsets());
+                    p["segmentsPublished"] = json!(segments);
+                    p["rowsPublished"] = json!(rows);
+                }
+                r
+            }
         }
     }
 }
@@ -166,6 +189,7 @@ pub struct Overlord {
     shutdown: CancellationToken,
     tracker: TaskTracker,
     controller_runner: std::sync::OnceLock<Arc<dyn ControllerRunner>>,
+    finished: tokio::sync::broadcast::Sender<String>,
 }
 
 impl std::fmt::Debug for Overlord {
@@ -239,6 +263,7 @@ impl Overlord {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
             controller_runner: std::sync::OnceLock::new(),
+            finished: tokio::sync::broadcast::channel(1024).0,
         }))
     }
 
@@ -342,6 +367,9 @@ impl Overlord {
             (TaskSpec::Controller(s), Progress::Controller(p)) => {
                 self.run_controller(&id, s, &cancel, p).await
             }
+            (TaskSpec::Logstream(s), Progress::Stream(c)) => {
+                self.run_logstream(&id, s, &cancel, c).await
+            }
             _ => Err(IngestError::Runtime(
                 "internal error: task spec and progress kinds differ".into(),
             )),
@@ -361,7 +389,7 @@ impl Overlord {
             }
         };
         let writes_segments = match &spec {
-            TaskSpec::Index(_) => true,
+            TaskSpec::Index(_) | TaskSpec::Logstream(_) => true,
             TaskSpec::Controller(c) => c.is_ingestion(),
             TaskSpec::Kill(_) => false,
         };
@@ -391,6 +419,66 @@ impl Overlord {
         self.release_locks(&id).await;
         self.live.lock().expect("live lock").remove(&id);
         self.logs.close(&id);
+        let _ = self.finished.send(id);
+    }
+
+    /// True while a task is queued or running in this process.
+    pub fn is_live(&self, id: &str) -> bool {
+        self.live.lock().expect("live lock").contains_key(id)
+    }
+
+    /// Subscribes to the ids of tasks as they finish (SUCCESS or FAILED, status stored).
+    pub fn subscribe_finished(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.finished.subscribe()
+    }
+
+    /// The control handle of a live `index_logstream` task (its offsets, end offsets, row
+    /// counters); `None` once it finished or for other task types.
+    pub fn stream_control(&self, id: &str) -> Option<Arc<TaskControl>> {
+        match &self.live.lock().expect("live lock").get(id)?.progress {
+            Progress::Stream(c) => Some(Arc::clone(c)),
+            _ => None,
+        }
+    }
+
+    /// An `index_logstream` task: a shared APPEND lock on all time (streaming tasks append to
+    /// any time chunk, alongside each other; WAITING), a slot (PENDING), then reading and
+    /// publishing on a blocking thread (RUNNING). Returns the number of segments published.
+    async fn run_logstream(
+        &self,
+        id: &str,
+        spec: &LogstreamTaskSpec,
+        cancel: &CancellationToken,
+        control: &Arc<TaskControl>,
+    ) -> Result<usize, IngestError> {
+        let version = self
+            .acquire_locks(id, &spec.spec.data_source, &[Interval::ETERNITY], false, cancel)
+            .await?;
+        tracing::info!(version = %version, start = ?spec.start_offsets, "acquired locks");
+        let _permit = self.wait_for_slot(id, cancel).await?;
+        let env = StreamTaskEnv {
+            task_id: id.to_string(),
+            work_dir: self.config.work_dir.join(id),
+            deep: self.deep.clone(),
+            metadata: Arc::clone(&self.metadata),
+            view: Arc::clone(&self.view),
+            cancel: cancel.clone(),
+            control: Arc::clone(control),
+            lock_version: version,
+            runtime: tokio::runtime::Handle::current(),
+        };
+        let spec = spec.clone();
+        let span = tracing::Span::current();
+        let n = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| {
+                let supplier = KafkaRecordSupplier::new(&spec.spec.io.consumer_properties)
+                    .map_err(|e| IngestError::Runtime(e.to_string()))?;
+                run_logstream_task(&env, &spec, supplier)
+            })
+        })
+        .await
+        .map_err(|e| IngestError::Runtime(format!("streaming task thread failed: {e}")))??;
+        Ok(n as usize)
     }
 
     /// Loads the visible segments of a datasource into the segment cache (what a historical

@@ -11,6 +11,7 @@ use dolmen_common::Interval;
 use dolmen_common::time::{format_iso_millis, parse_iso_instant};
 use dolmen_ingest::IndexTaskSpec;
 use dolmen_ingest::spec::{validate_data_source_name, validate_task_id};
+use dolmen_stream::task::LogstreamTaskSpec;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,6 +32,9 @@ pub enum TaskSpec {
     Kill(Box<KillTaskSpec>),
     /// `query_controller`: a SQL statement run as a task (see [`crate::controller`]).
     Controller(Box<ControllerSpec>),
+    /// `index_logstream`: a streaming task reading Kafka partitions (created by a `logstream`
+    /// supervisor, see [`crate::supervisor`]).
+    Logstream(Box<LogstreamTaskSpec>),
 }
 
 /// A `kill` task: deletes the *unused* segments of a datasource lying fully inside `interval`
@@ -173,8 +177,11 @@ impl TaskSpec {
                 spec.validate()?;
                 Ok(TaskSpec::Controller(Box::new(spec)))
             }
+            dolmen_stream::task::TASK_TYPE => LogstreamTaskSpec::from_json(payload)
+                .map(|s| TaskSpec::Logstream(Box::new(s)))
+                .map_err(OverlordError::InvalidTask),
             other => Err(OverlordError::InvalidTask(format!(
-                "type: unsupported task type [{other}]; supported: index_parallel, index, kill, query_controller"
+                "type: unsupported task type [{other}]; supported: index_parallel, index, kill, query_controller, index_logstream"
             ))),
         }
     }
@@ -185,6 +192,7 @@ impl TaskSpec {
             TaskSpec::Index(s) => &s.task_type,
             TaskSpec::Kill(s) => &s.task_type,
             TaskSpec::Controller(s) => &s.task_type,
+            TaskSpec::Logstream(_) => dolmen_stream::task::TASK_TYPE,
         }
     }
 
@@ -194,6 +202,7 @@ impl TaskSpec {
             TaskSpec::Index(s) => s.data_source(),
             TaskSpec::Kill(s) => &s.data_source,
             TaskSpec::Controller(s) => &s.data_source,
+            TaskSpec::Logstream(s) => &s.spec.data_source,
         }
     }
 
@@ -203,6 +212,7 @@ impl TaskSpec {
             TaskSpec::Index(s) => s.id.as_deref(),
             TaskSpec::Kill(s) => s.id.as_deref(),
             TaskSpec::Controller(s) => s.id.as_deref(),
+            TaskSpec::Logstream(s) => Some(&s.id),
         }
     }
 
@@ -212,6 +222,7 @@ impl TaskSpec {
             TaskSpec::Index(s) => s.group_id.as_deref(),
             TaskSpec::Kill(s) => s.group_id.as_deref(),
             TaskSpec::Controller(s) => s.group_id.as_deref(),
+            TaskSpec::Logstream(_) => None,
         }
     }
 
@@ -247,6 +258,7 @@ impl TaskSpec {
                 s.context.get_or_insert_with(serde_json::Map::new);
                 TaskSpec::Controller(s)
             }
+            TaskSpec::Logstream(s) => TaskSpec::Logstream(s.clone()),
         }
     }
 
@@ -259,6 +271,7 @@ impl TaskSpec {
             TaskSpec::Index(s) => serde_json::to_value(s),
             TaskSpec::Kill(s) => serde_json::to_value(s),
             TaskSpec::Controller(s) => serde_json::to_value(s),
+            TaskSpec::Logstream(s) => Ok(s.to_json()),
         }
         .map_err(|e| OverlordError::InvalidTask(e.to_string()))
     }
@@ -271,6 +284,7 @@ impl TaskSpec {
             TaskSpec::Kill(s) => generate_kill_task_id(&s.data_source, s.interval, now_ms),
             // Druid names statements `query-<uuid>`.
             TaskSpec::Controller(_) => format!("query-{}", uuid::Uuid::new_v4()),
+            TaskSpec::Logstream(s) => s.id.clone(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod paths;
 pub mod sql;
 pub mod statements;
+pub mod supervisors;
 pub mod tasks;
 
 use std::net::SocketAddr;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub queries: Arc<sql::RunningQueries>,
     /// Where statement results are kept.
     pub results: Arc<dolmen_query::statement::ResultStores>,
+    /// Streaming supervisors.
+    pub supervisors: Arc<dolmen_overlord::supervisor::SupervisorManager>,
 }
 
 impl AppState {
@@ -86,6 +89,26 @@ fn api_routes() -> Router<Arc<AppState>> {
         .route(paths::SQL_STATEMENT_RESULTS, get(statements::get_results))
         .route(paths::SQL_TASK, post(statements::submit_task))
         .route(paths::SQL_TASK_ENABLED, get(statements::enabled))
+        .route(
+            paths::SUPERVISORS,
+            get(supervisors::list).post(supervisors::submit),
+        )
+        .route(paths::SUPERVISORS_HISTORY, get(supervisors::all_history))
+        .route(paths::SUPERVISORS_TERMINATE_ALL, post(supervisors::terminate_all))
+        .route(paths::SUPERVISORS_SUSPEND_ALL, post(supervisors::suspend_all))
+        .route(paths::SUPERVISORS_RESUME_ALL, post(supervisors::resume_all))
+        .route(paths::SUPERVISOR, get(supervisors::get_spec))
+        .route(paths::SUPERVISOR_STATUS, get(supervisors::status))
+        .route(paths::SUPERVISOR_HEALTH, get(supervisors::health))
+        .route(paths::SUPERVISOR_STATS, get(supervisors::stats))
+        .route(paths::SUPERVISOR_HISTORY, get(supervisors::history))
+        .route(paths::SUPERVISOR_SUSPEND, post(supervisors::suspend))
+        .route(paths::SUPERVISOR_RESUME, post(supervisors::resume))
+        .route(paths::SUPERVISOR_RESET, post(supervisors::reset))
+        .route(paths::SUPERVISOR_RESET_OFFSETS, post(supervisors::reset_offsets))
+        .route(paths::SUPERVISOR_TERMINATE, post(supervisors::terminate))
+        .route(paths::SUPERVISOR_SHUTDOWN, post(supervisors::terminate))
+        .route(paths::SUPERVISOR_HANDOFF, post(supervisors::handoff))
         .route(paths::TASK_SUBMIT, post(tasks::submit))
         .route(paths::TASK, get(tasks::get_task))
         .route(paths::TASK_STATUS, get(tasks::get_status))

@@ -103,3 +103,38 @@ pub const METADATA_SEGMENTS: &str = "/coordinator/v1/metadata/datasources/{data_
 /// `GET /coordinator/v1/metadata/datasources/{dataSource}/segments/{segmentId}`.
 pub const METADATA_SEGMENT: &str =
     "/coordinator/v1/metadata/datasources/{data_source}/segments/{segment_id}";
+
+/// `GET` list (`?full`, `?state=true`) / `POST` create or update supervisors.
+pub const SUPERVISORS: &str = "/indexer/v1/supervisor";
+/// `GET /indexer/v1/supervisor/history`: every supervisor's spec history.
+pub const SUPERVISORS_HISTORY: &str = "/indexer/v1/supervisor/history";
+/// `POST /indexer/v1/supervisor/terminateAll`.
+pub const SUPERVISORS_TERMINATE_ALL: &str = "/indexer/v1/supervisor/terminateAll";
+/// `POST /indexer/v1/supervisor/suspendAll`.
+pub const SUPERVISORS_SUSPEND_ALL: &str = "/indexer/v1/supervisor/suspendAll";
+/// `POST /indexer/v1/supervisor/resumeAll`.
+pub const SUPERVISORS_RESUME_ALL: &str = "/indexer/v1/supervisor/resumeAll";
+/// `GET /indexer/v1/supervisor/{id}`: the spec.
+pub const SUPERVISOR: &str = "/indexer/v1/supervisor/{id}";
+/// `GET /indexer/v1/supervisor/{id}/status`.
+pub const SUPERVISOR_STATUS: &str = "/indexer/v1/supervisor/{id}/status";
+/// `GET /indexer/v1/supervisor/{id}/health`.
+pub const SUPERVISOR_HEALTH: &str = "/indexer/v1/supervisor/{id}/health";
+/// `GET /indexer/v1/supervisor/{id}/stats`.
+pub const SUPERVISOR_STATS: &str = "/indexer/v1/supervisor/{id}/stats";
+/// `GET /indexer/v1/supervisor/{id}/history`.
+pub const SUPERVISOR_HISTORY: &str = "/indexer/v1/supervisor/{id}/history";
+/// `POST /indexer/v1/supervisor/{id}/suspend`.
+pub const SUPERVISOR_SUSPEND: &str = "/indexer/v1/supervisor/{id}/suspend";
+/// `POST /indexer/v1/supervisor/{id}/resume`.
+pub const SUPERVISOR_RESUME: &str = "/indexer/v1/supervisor/{id}/resume";
+/// `POST /indexer/v1/supervisor/{id}/reset`.
+pub const SUPERVISOR_RESET: &str = "/indexer/v1/supervisor/{id}/reset";
+/// `POST /indexer/v1/supervisor/{id}/resetOffsets`.
+pub const SUPERVISOR_RESET_OFFSETS: &str = "/indexer/v1/supervisor/{id}/resetOffsets";
+/// `POST /indexer/v1/supervisor/{id}/terminate`.
+pub const SUPERVISOR_TERMINATE: &str = "/indexer/v1/supervisor/{id}/terminate";
+/// `POST /indexer/v1/supervisor/{id}/shutdown` (deprecated alias of terminate).
+pub const SUPERVISOR_SHUTDOWN: &str = "/indexer/v1/supervisor/{id}/shutdown";
+/// `POST /indexer/v1/supervisor/{id}/taskGroups/handoff`.
+pub const SUPERVISOR_HANDOFF: &str = "/indexer/v1/supervisor/{id}/taskGroups/handoff";

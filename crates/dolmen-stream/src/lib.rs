@@ -29,6 +29,8 @@
 
 pub mod kafka;
 pub mod memory;
+pub mod spec;
+pub mod task;
 pub mod supplier;
 
 pub use supplier::{

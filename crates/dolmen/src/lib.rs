@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use dolmen_metadata::{MetadataStore, SqlMetadataStore};
+use dolmen_overlord::supervisor::SupervisorManager;
 use dolmen_overlord::{Overlord, OverlordConfig, TaskLogs};
 use dolmen_query::QueryEngine;
 use dolmen_query::statement::{ResultStore, ResultStores, StatementRunner};
@@ -55,6 +56,7 @@ impl RunningServer {
         self.http_shutdown.cancel();
         self.background_shutdown.cancel();
         self.background.close();
+        self.state.supervisors.stop().await;
         self.state.overlord.stop().await;
         self.background.wait().await;
         if let Some(rt) = self.query_runtime.take() {
@@ -150,8 +152,12 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         Arc::clone(&results),
         query_runtime.handle().clone(),
     )));
+    let supervisors = SupervisorManager::start(Arc::clone(&overlord), Arc::clone(&metadata))
+        .await
+        .context("cannot start the supervisors")?;
     let state = Arc::new(AppState {
         overlord,
+        supervisors,
         engine,
         view: Arc::clone(&view),
         metadata,

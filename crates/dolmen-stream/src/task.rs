@@ -1,0 +1,806 @@
+//! The `index_logstream` task: reads assigned partitions of a topic from explicit offsets,
+//! makes the rows queryable within a fraction of a second, and publishes segments together with
+//! the offsets they cover (exactly-once).
+//!
+//! Druid's `SeekableStreamIndexTaskRunner`, in this shape:
+//! - **Read.** A [`RecordSupplier`] is assigned the task's partitions at its start offsets.
+//!   Record values are appended to a local file of the current *hydrant* (one value per line),
+//!   and the task's position per partition advances past each record.
+//! - **Queryable.** Every [`HYDRANT_PERIOD`] (and every `maxRowsInMemory` rows) the records of
+//!   the current hydrant are built into a Parquet file by the batch builder (the same
+//!   `inputFormat`, `timestampSpec`, `dimensionsSpec`, `metricsSpec`, `transformSpec` code as
+//!   batch ingestion, rolled up) and registered with the segment view, which adds it to queries
+//!   of the datasource (Druid's `FireHydrant` of a `Sink`). The record files are the task's
+//!   persisted state.
+//! - **Publish (handoff).** When the supervisor sets end offsets (task duration over, handoff
+//!   requested, suspend) and the task has read up to them, or when `maxRowsPerSegment`,
+//!   `maxTotalRows` or `intermediateHandoffPeriod` call for a checkpoint (one replica only), all
+//!   records since the last publish are built into segments in one batch build (so rollup is
+//!   perfect across hydrants), pushed to deep storage, and published with
+//!   [`StreamCommit`]{start, end}: the metadata store compare-and-swaps the datasource's stored
+//!   offsets in the same transaction. The segment view swaps the hydrants for the segments
+//!   atomically. A replica whose twin published the same range first finds the stored offsets
+//!   already at its end and publishes nothing.
+//! - **Crash.** Nothing is acknowledged before the commit: a task that dies is marked FAILED and
+//!   the supervisor starts a new one from the stored offsets; it re-reads what was not published.
+//!
+//! Rows outside the accepted time range (`minimumMessageTime`/`maximumMessageTime`, from the
+//! supervisor's message rejection periods) are counted as thrown away, as in Druid.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dolmen_common::Interval;
+use dolmen_ingest::IngestError;
+use dolmen_ingest::RowStats;
+use dolmen_metadata::{MetadataStore, PublishMode, PublishRequest, StreamCommit, StreamOffsets};
+use dolmen_storage::{DeepStorage, Hydrant, SegmentView};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::spec::SupervisorSpec;
+use crate::supplier::{RecordSupplier, StreamPartition, SupplierError};
+
+/// How often a reading task makes what it read since the last time queryable, at most (ms).
+pub const HYDRANT_PERIOD: Duration = Duration::from_millis(200);
+
+/// Longest wait for the previous task of a partition to publish before this task's commit
+/// gives up, when the supervisor gave no completion timeout.
+const DEFAULT_PUBLISH_WAIT: Duration = Duration::from_secs(1800);
+
+/// Task type name.
+pub const TASK_TYPE: &str = "index_logstream";
+
+/// The payload of an `index_logstream` task (the shape of Druid's `KafkaIndexTask`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogstreamTaskSpec {
+    /// Task id.
+    pub id: String,
+    /// The supervisor that created the task.
+    pub supervisor_id: String,
+    /// Its task group within the supervisor.
+    pub task_group_id: u32,
+    /// The supervisor spec the task reads with.
+    pub spec: SupervisorSpec,
+    /// Partition to first offset to read.
+    pub start_offsets: BTreeMap<i32, i64>,
+    /// Partition to the offset to stop before, when known at creation (a task created to
+    /// replace a failed replica of a publishing group); usually set later by the supervisor.
+    pub end_offsets: Option<BTreeMap<i32, i64>>,
+    /// Rows before this instant (ms) are thrown away.
+    pub minimum_message_time: Option<i64>,
+    /// Rows at or after this instant (ms) are thrown away.
+    pub maximum_message_time: Option<i64>,
+}
+
+/// The unbounded end offset Druid writes for a task still reading (`Long.MAX_VALUE`).
+const UNBOUNDED: i64 = i64::MAX;
+
+impl LogstreamTaskSpec {
+    /// The sink id of the task's generation in its group: replicas (same group, same start
+    /// offsets) share it, so queries show one of them; the next generation of the group has
+    /// another.
+    pub fn sink_id(&self) -> String {
+        let starts: Vec<String> = self
+            .start_offsets
+            .iter()
+            .map(|(p, o)| format!("{p}:{o}"))
+            .collect();
+        format!(
+            "{}/{}/{}",
+            self.supervisor_id,
+            self.task_group_id,
+            starts.join(",")
+        )
+    }
+
+    /// The task payload as stored and served (`GET /task/{id}`).
+    pub fn to_json(&self) -> Value {
+        let rb = self.spec.read_back();
+        let map = |m: &BTreeMap<i32, i64>| -> Value {
+            Value::Object(m.iter().map(|(p, o)| (p.to_string(), json!(o))).collect())
+        };
+        let end = match &self.end_offsets {
+            Some(e) => map(e),
+            None => Value::Object(
+                self.start_offsets
+                    .keys()
+                    .map(|p| (p.to_string(), json!(UNBOUNDED)))
+                    .collect(),
+            ),
+        };
+        let mut io = rb["ioConfig"].clone();
+        if let Some(o) = io.as_object_mut() {
+            o.insert("taskGroupId".into(), json!(self.task_group_id));
+            o.insert(
+                "baseSequenceName".into(),
+                json!(format!("{}_{}", self.supervisor_id, self.task_group_id)),
+            );
+            o.insert(
+                "startSequenceNumbers".into(),
+                json!({"type": "start", "stream": self.spec.io.topic, "topic": self.spec.io.topic,
+                       "partitionSequenceNumberMap": map(&self.start_offsets),
+                       "partitionOffsetMap": map(&self.start_offsets), "exclusivePartitions": []}),
+            );
+            o.insert(
+                "endSequenceNumbers".into(),
+                json!({"type": "end", "stream": self.spec.io.topic, "topic": self.spec.io.topic,
+                       "partitionSequenceNumberMap": end, "partitionOffsetMap": end}),
+            );
+            o.insert("useTransaction".into(), json!(true));
+            o.insert(
+                "minimumMessageTime".into(),
+                json!(
+                    self.minimum_message_time
+                        .map(dolmen_common::time::format_iso_millis)
+                ),
+            );
+            o.insert(
+                "maximumMessageTime".into(),
+                json!(
+                    self.maximum_message_time
+                        .map(dolmen_common::time::format_iso_millis)
+                ),
+            );
+        }
+        json!({
+            "type": TASK_TYPE,
+            "id": self.id,
+            "groupId": format!("{TASK_TYPE}_{}", self.supervisor_id),
+            "resource": {"availabilityGroup": format!("{TASK_TYPE}_{}_{}", self.supervisor_id, self.task_group_id), "requiredCapacity": 1},
+            "dataSource": self.spec.data_source,
+            "supervisorId": self.supervisor_id,
+            "dataSchema": rb["dataSchema"],
+            "tuningConfig": rb["tuningConfig"],
+            "ioConfig": io,
+            "supervisorSpec": rb,
+            "context": {"checkpoints": null},
+        })
+    }
+
+    /// Parses a stored payload (see [`LogstreamTaskSpec::to_json`]).
+    ///
+    /// # Errors
+    /// A message naming the field when the payload is not an `index_logstream` task.
+    pub fn from_json(v: &Value) -> Result<LogstreamTaskSpec, String> {
+        let field = |name: &str| v.get(name).ok_or_else(|| format!("{name}: missing"));
+        let spec = SupervisorSpec::parse(field("supervisorSpec")?)
+            .map_err(|e| format!("supervisorSpec: {e}"))?;
+        let io = field("ioConfig")?;
+        let offsets = |path: &str| -> Result<BTreeMap<i32, i64>, String> {
+            let m = io
+                .pointer(path)
+                .and_then(Value::as_object)
+                .ok_or_else(|| format!("ioConfig{}: missing", path.replace('/', ".")))?;
+            m.iter()
+                .map(|(p, o)| {
+                    Ok((
+                        p.parse::<i32>()
+                            .map_err(|_| format!("ioConfig{path}: bad partition [{p}]"))?,
+                        o.as_i64()
+                            .ok_or_else(|| format!("ioConfig{path}: bad offset [{o}]"))?,
+                    ))
+                })
+                .collect()
+        };
+        let start = offsets("/startSequenceNumbers/partitionSequenceNumberMap")?;
+        let end = offsets("/endSequenceNumbers/partitionSequenceNumberMap")?;
+        let end = if end.values().all(|o| *o == UNBOUNDED) {
+            None
+        } else {
+            Some(end)
+        };
+        let time = |name: &str| -> Result<Option<i64>, String> {
+            match io.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => dolmen_common::time::parse_iso_instant(s)
+                    .map(Some)
+                    .map_err(|e| format!("ioConfig.{name}: {e}")),
+                Some(x) => Err(format!("ioConfig.{name}: bad instant {x}")),
+            }
+        };
+        Ok(LogstreamTaskSpec {
+            id: field("id")?
+                .as_str()
+                .ok_or("id: must be a string")?
+                .to_string(),
+            supervisor_id: field("supervisorId")?
+                .as_str()
+                .ok_or("supervisorId: must be a string")?
+                .to_string(),
+            task_group_id: io
+                .get("taskGroupId")
+                .and_then(Value::as_u64)
+                .and_then(|g| u32::try_from(g).ok())
+                .ok_or("ioConfig.taskGroupId: missing")?,
+            spec,
+            start_offsets: start,
+            end_offsets: end,
+            minimum_message_time: time("minimumMessageTime")?,
+            maximum_message_time: time("maximumMessageTime")?,
+        })
+    }
+}
+
+/// What the supervisor and the APIs see of a running streaming task, and how they steer it
+/// (Druid's task chat endpoints: `/offsets/current`, `/offsets/end`, `/pause`, `/rowStats`).
+#[derive(Debug)]
+pub struct TaskControl {
+    inner: Mutex<ControlState>,
+    /// Row counters since the task started (hydrant builds; the handoff build does not count
+    /// rows again).
+    pub stats: Arc<RowStats>,
+    started_ms: i64,
+}
+
+#[derive(Debug, Default)]
+struct ControlState {
+    current: BTreeMap<i32, i64>,
+    end: Option<BTreeMap<i32, i64>>,
+    phase: &'static str,
+    published_segments: u64,
+    published_rows: u64,
+    error: Option<String>,
+}
+
+impl TaskControl {
+    /// Control of a task starting at `start`.
+    pub fn new(start: &BTreeMap<i32, i64>) -> TaskControl {
+        TaskControl {
+            inner: Mutex::new(ControlState {
+                current: start.clone(),
+                phase: "READING",
+                ..Default::default()
+            }),
+            stats: Arc::new(RowStats::new()),
+            started_ms: dolmen_common::time::now_millis(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ControlState> {
+        self.inner.lock().expect("task control lock")
+    }
+
+    /// Partition to the next offset to read.
+    pub fn current_offsets(&self) -> BTreeMap<i32, i64> {
+        self.lock().current.clone()
+    }
+
+    /// The end offsets, once set.
+    pub fn end_offsets(&self) -> Option<BTreeMap<i32, i64>> {
+        self.lock().end.clone()
+    }
+
+    /// Tells the task to stop reading each partition before `end` (offsets below the task's
+    /// position are raised to it: a task never un-reads), then publish and finish. Returns the
+    /// end offsets in effect.
+    pub fn set_end_offsets(&self, end: &BTreeMap<i32, i64>) -> BTreeMap<i32, i64> {
+        let mut s = self.lock();
+        let mut e = BTreeMap::new();
+        for (p, cur) in &s.current {
+            e.insert(*p, end.get(p).copied().unwrap_or(*cur).max(*cur));
+        }
+        s.end = Some(e.clone());
+        e
+    }
+
+    /// `READING`, `PUBLISHING` or `DONE`.
+    pub fn phase(&self) -> &'static str {
+        self.lock().phase
+    }
+
+    /// When the task started, ms.
+    pub fn started_ms(&self) -> i64 {
+        self.started_ms
+    }
+
+    /// Segments and rows published so far.
+    pub fn published(&self) -> (u64, u64) {
+        let s = self.lock();
+        (s.published_segments, s.published_rows)
+    }
+
+    /// The error that ended the task, if any.
+    pub fn error(&self) -> Option<String> {
+        self.lock().error.clone()
+    }
+
+    fn set_phase(&self, phase: &'static str) {
+        self.lock().phase = phase;
+    }
+}
+
+/// What a streaming task needs from its host.
+#[derive(Debug, Clone)]
+pub struct StreamTaskEnv {
+    /// Task id.
+    pub task_id: String,
+    /// Scratch directory (removed at the end).
+    pub work_dir: PathBuf,
+    /// Deep storage.
+    pub deep: DeepStorage,
+    /// Metadata store (segments and offsets).
+    pub metadata: Arc<dyn MetadataStore>,
+    /// The segment view queries read (hydrants, handoff).
+    pub view: Arc<SegmentView>,
+    /// Cancelled when the task is shut down: it stops without publishing.
+    pub cancel: CancellationToken,
+    /// The task's control handle.
+    pub control: Arc<TaskControl>,
+    /// Version for time chunks the task creates (from its lock).
+    pub lock_version: String,
+    /// The runtime to run async calls on from the task's blocking thread.
+    pub runtime: tokio::runtime::Handle,
+}
+
+/// The records of one hydrant: a file of record values, one per line.
+#[derive(Debug)]
+struct RecordFile {
+    path: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    records: u64,
+}
+
+impl RecordFile {
+    fn create(path: PathBuf) -> Result<RecordFile, IngestError> {
+        let f = std::fs::File::create(&path).map_err(|e| runtime_err(&path, e))?;
+        Ok(RecordFile {
+            out: std::io::BufWriter::with_capacity(256 * 1024, f),
+            path,
+            records: 0,
+        })
+    }
+
+    fn append(&mut self, value: &[u8]) -> Result<(), IngestError> {
+        // One record per line: a record's own line breaks would split it, so they become
+        // spaces (JSON allows any whitespace between tokens; delimited formats take one line
+        // per record anyway).
+        let trimmed = value.strip_suffix(b"\n").unwrap_or(value);
+        let r = if trimmed.contains(&b'\n') {
+            let v: Vec<u8> = trimmed
+                .iter()
+                .map(|b| if *b == b'\n' || *b == b'\r' { b' ' } else { *b })
+                .collect();
+            self.out.write_all(&v)
+        } else {
+            self.out.write_all(trimmed)
+        };
+        r.and_then(|()| self.out.write_all(b"\n"))
+            .map_err(|e| runtime_err(&self.path, e))?;
+        self.records += 1;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<PathBuf, IngestError> {
+        self.out.flush().map_err(|e| runtime_err(&self.path, e))?;
+        Ok(self.path)
+    }
+}
+
+fn runtime_err(path: &Path, e: impl std::fmt::Display) -> IngestError {
+    IngestError::Runtime(format!("{}: {e}", path.display()))
+}
+
+/// The state of the rows read since the last publish.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Finished record files (their hydrants are registered).
+    files: Vec<PathBuf>,
+    /// Rows in them (records, before rollup).
+    records: u64,
+    /// Offsets at the last publish (the next commit's start).
+    start: BTreeMap<i32, i64>,
+    /// Sequence number of the last hydrant built.
+    last_sequence: u64,
+    /// When the last publish happened.
+    since: Option<Instant>,
+}
+
+/// Runs an `index_logstream` task to the end on the calling (blocking) thread with `supplier`;
+/// returns the number of segments published.
+///
+/// # Errors
+/// [`IngestError::Canceled`] when shut down (nothing more is published); a supplier error (an
+/// offset out of range without `resetOffsetAutomatically`, an unreachable broker), a build
+/// error, or a publish whose start offsets do not match the stored ones: [`IngestError::Runtime`].
+pub fn run_logstream_task<R>(
+    env: &StreamTaskEnv,
+    task: &LogstreamTaskSpec,
+    mut supplier: R,
+) -> Result<u64, IngestError>
+where
+    R: RecordSupplier<PartitionId = i32, SequenceNumber = i64>,
+{
+    std::fs::create_dir_all(&env.work_dir).map_err(|e| runtime_err(&env.work_dir, e))?;
+    let result = run_inner(env, task, &mut supplier);
+    let ds = &task.spec.data_source;
+    env.view.drop_task_hydrants(ds, &env.task_id);
+    if let Err(e) = &result {
+        env.control.lock().error = Some(e.to_string());
+    }
+    env.control.set_phase("DONE");
+    let _ = std::fs::remove_dir_all(&env.work_dir);
+    result
+}
+
+fn supplier_err<P: std::fmt::Display, S: std::fmt::Display>(e: SupplierError<P, S>) -> IngestError {
+    IngestError::Runtime(e.to_string())
+}
+
+fn run_inner<R>(
+    env: &StreamTaskEnv,
+    task: &LogstreamTaskSpec,
+    supplier: &mut R,
+) -> Result<u64, IngestError>
+where
+    R: RecordSupplier<PartitionId = i32, SequenceNumber = i64>,
+{
+    let topic = &task.spec.io.topic;
+    let parts: Vec<StreamPartition<i32>> = task
+        .start_offsets
+        .keys()
+        .map(|p| StreamPartition::new(topic.clone(), *p))
+        .collect();
+    supplier.assign(&parts).map_err(supplier_err)?;
+    for sp in &parts {
+        let start = task.start_offsets[&sp.partition];
+        match supplier.seek(sp, start) {
+            Ok(()) => {}
+            Err(SupplierError::OffsetOutOfRange {
+                earliest, latest, ..
+            }) if task.spec.tuning.reset_offset_automatically => {
+                // Druid's resetOffsetAutomatically: continue from the earliest retained offset
+                // (or the latest, when the stored one lies beyond the end). The commit still
+                // starts at the stored offset, so the skipped range is recorded as consumed.
+                let to = if start < earliest { earliest } else { latest };
+                tracing::warn!(partition = sp.partition, from = start, to, "offset out of range; resetting automatically");
+                supplier.seek(sp, to).map_err(supplier_err)?;
+                env.control.lock().current.insert(sp.partition, to);
+            }
+            Err(e) => {
+                return Err(IngestError::Runtime(format!(
+                    "{e}; set tuningConfig.resetOffsetAutomatically or reset the supervisor's offsets"
+                )));
+            }
+        }
+    }
+    if let Some(end) = &task.end_offsets {
+        env.control.set_end_offsets(end);
+    }
+    let accepted = accepted_interval(task);
+    let poll_timeout = Duration::from_millis(task.spec.io.poll_timeout_ms.max(1) as u64);
+    let mut pending = Pending {
+        start: task.start_offsets.clone(),
+        since: Some(Instant::now()),
+        ..Default::default()
+    };
+    let mut published = 0u64;
+    let mut file_seq = 0u64;
+    let mut current_file: Option<RecordFile> = None;
+    let mut last_hydrant = Instant::now();
+    let max_rows_in_memory = task.spec.tuning.max_rows_in_memory;
+    let checkpoints_allowed = task.spec.io.replicas == 1;
+    loop {
+        if env.cancel.is_cancelled() {
+            return Err(IngestError::Canceled);
+        }
+        let end = env.control.end_offsets();
+        let current = env.control.current_offsets();
+        if let Some(end) = &end
+            && end.iter().all(|(p, e)| current.get(p).is_some_and(|c| c >= e))
+        {
+            break;
+        }
+        let records = match supplier.poll(poll_timeout) {
+            Ok(r) => r,
+            Err(SupplierError::OffsetOutOfRange {
+                partition, earliest, ..
+            }) if task.spec.tuning.reset_offset_automatically => {
+                let sp = StreamPartition::new(topic.clone(), partition);
+                tracing::warn!(partition, to = earliest, "offset out of range while reading; resetting automatically");
+                supplier.seek(&sp, earliest).map_err(supplier_err)?;
+                env.control.lock().current.insert(partition, earliest);
+                continue;
+            }
+            Err(e) => return Err(supplier_err(e)),
+        };
+        if records.is_empty() {
+            // Past the last record of a partition the position can stop short of an end
+            // offset that points past a transaction marker: nothing more will come below it.
+            if let Some(end) = &end {
+                for (p, e) in end {
+                    let sp = StreamPartition::new(topic.clone(), *p);
+                    let cur = current.get(p).copied().unwrap_or(0);
+                    if cur < *e
+                        && let Ok(latest) = supplier.latest_offset(&sp)
+                        && latest <= *e
+                        && supplier.position(&sp).is_some_and(|pos| pos >= latest)
+                    {
+                        env.control.lock().current.insert(*p, *e);
+                    }
+                }
+            }
+        }
+        for r in records {
+            if let Some(end) = &end
+                && end.get(&r.partition).is_some_and(|e| r.offset >= *e)
+            {
+                continue;
+            }
+            if let Some(v) = &r.value {
+                let file = match &mut current_file {
+                    Some(f) => f,
+                    None => {
+                        file_seq += 1;
+                        current_file = Some(RecordFile::create(
+                            env.work_dir.join(format!("records-{file_seq:06}.json")),
+                        )?);
+                        current_file.as_mut().expect("just created")
+                    }
+                };
+                file.append(v)?;
+            }
+            env.control
+                .lock()
+                .current
+                .insert(r.partition, r.offset + 1);
+        }
+        let due = current_file.as_ref().is_some_and(|f| {
+            f.records >= max_rows_in_memory || last_hydrant.elapsed() >= HYDRANT_PERIOD
+        });
+        if due {
+            let file = current_file.take().expect("due implies a file");
+            pending.records += file.records;
+            let path = file.finish()?;
+            pending.last_sequence += 1;
+            build_hydrant(env, task, &path, pending.last_sequence, accepted)?;
+            pending.files.push(path);
+            last_hydrant = Instant::now();
+        }
+        // Checkpoints (one replica only: replicas must end at offsets the supervisor chose).
+        if checkpoints_allowed && current_file.is_none() && !pending.files.is_empty() {
+            let t = &task.spec.tuning;
+            let by_rows = pending.records >= t.max_rows_per_segment
+                || t.max_total_rows.is_some_and(|m| pending.records >= m);
+            let by_time = pending.since.is_some_and(|s| {
+                s.elapsed().as_millis() as i64 >= t.intermediate_handoff_period_ms
+            });
+            if by_rows || by_time {
+                published += publish(env, task, &mut pending, accepted)?;
+            }
+        }
+        if current_file.is_none() && pending.files.is_empty() {
+            last_hydrant = Instant::now();
+        }
+    }
+    if let Some(file) = current_file.take() {
+        pending.records += file.records;
+        let path = file.finish()?;
+        pending.files.push(path);
+    }
+    env.control.set_phase("PUBLISHING");
+    pending.last_sequence = u64::MAX;
+    published += publish(env, task, &mut pending, accepted)?;
+    Ok(published)
+}
+
+/// The time range rows must fall in (`minimumMessageTime` inclusive to `maximumMessageTime`
+/// exclusive); `None` when unrestricted.
+fn accepted_interval(task: &LogstreamTaskSpec) -> Option<Interval> {
+    if task.minimum_message_time.is_none() && task.maximum_message_time.is_none() {
+        return None;
+    }
+    Some(Interval {
+        start: task
+            .minimum_message_time
+            .unwrap_or(dolmen_common::time::MIN_INSTANT),
+        end: task
+            .maximum_message_time
+            .unwrap_or(dolmen_common::time::MAX_INSTANT),
+    })
+}
+
+/// Builds one record file into hydrant Parquet files and registers them with the view.
+fn build_hydrant(
+    env: &StreamTaskEnv,
+    task: &LogstreamTaskSpec,
+    records: &Path,
+    sequence: u64,
+    accepted: Option<Interval>,
+) -> Result<(), IngestError> {
+    let intervals: Vec<Interval> = accepted.into_iter().collect();
+    let spec = task
+        .spec
+        .batch_spec(&[records.to_path_buf()], &intervals)
+        .map_err(|e| IngestError::InvalidSpec(e.0))?;
+    let dir = env.work_dir.join(format!("hydrant-{sequence:06}"));
+    let built = dolmen_ingest::task::build_segment_files(&spec, &dir, &env.control.stats, &env.cancel)?;
+    let hydrants: Vec<Hydrant> = built
+        .into_iter()
+        .map(|b| Hydrant {
+            interval: b.interval,
+            path: b.path,
+            num_rows: b.num_rows,
+            size: b.size,
+            columns: b.schema.columns,
+            sequence,
+        })
+        .collect();
+    if !hydrants.is_empty() {
+        env.view.add_hydrants(
+            &task.spec.data_source,
+            &task.sink_id(),
+            &env.task_id,
+            hydrants,
+        );
+    }
+    Ok(())
+}
+
+/// Builds every record file since the last publish into segments, pushes them and publishes
+/// them with the offsets they cover; returns the number of segments published.
+fn publish(
+    env: &StreamTaskEnv,
+    task: &LogstreamTaskSpec,
+    pending: &mut Pending,
+    accepted: Option<Interval>,
+) -> Result<u64, IngestError> {
+    let end = env.control.current_offsets();
+    let ds = &task.spec.data_source;
+    let built = if pending.files.is_empty() {
+        Vec::new()
+    } else {
+        let intervals: Vec<Interval> = accepted.into_iter().collect();
+        let spec = task
+            .spec
+            .batch_spec(&pending.files, &intervals)
+            .map_err(|e| IngestError::InvalidSpec(e.0))?;
+        let dir = env.work_dir.join(format!("publish-{:06}", pending.files.len()));
+        // Rows were counted when their hydrants were built.
+        let quiet = RowStats::new();
+        dolmen_ingest::task::build_segment_files(&spec, &dir, &quiet, &env.cancel)?
+    };
+    if env.cancel.is_cancelled() {
+        return Err(IngestError::Canceled);
+    }
+    let commit = StreamCommit {
+        stream: task.spec.io.topic.clone(),
+        start: offsets_json(&pending.start),
+        end: offsets_json(&end),
+    };
+    let name = format!(
+        "{}_{}",
+        env.task_id,
+        pending.start.values().map(|o| o.to_string()).collect::<Vec<_>>().join("-")
+    );
+    let rows: u64 = built.iter().map(|b| b.num_rows).sum();
+    let deadline = Instant::now()
+        + if task.spec.io.completion_timeout_ms > 0 {
+            Duration::from_millis(task.spec.io.completion_timeout_ms as u64)
+        } else {
+            DEFAULT_PUBLISH_WAIT
+        };
+    let n = env.runtime.block_on(async {
+        let pushed =
+            dolmen_ingest::task::push_segment_files(&env.deep, ds, &name, &built).await?;
+        loop {
+            let req = PublishRequest {
+                data_source: ds.clone(),
+                segments: pushed.clone(),
+                mode: PublishMode::Append {
+                    version_if_new: env.lock_version.clone(),
+                },
+                drop_existing: vec![],
+                commit: Some(commit.clone()),
+            };
+            let metadata = Arc::clone(&env.metadata);
+            let outcome = env
+                .view
+                .handoff(ds, &task.sink_id(), pending.last_sequence, async move {
+                    metadata
+                        .publish_segments(req)
+                        .await
+                        .map_err(dolmen_storage::StorageError::from)
+                })
+                .await;
+            match outcome {
+                Ok(segments) => return Ok(segments.len() as u64),
+                Err(e) => {
+                    let stored = env.metadata.stream_offsets(ds).await.ok().flatten();
+                    match commit_state(stored.as_ref(), &commit) {
+                        CommitState::AlreadyCommitted => {
+                            // A replica published this range first (its handoff removed the
+                            // sink's hydrants, ours included).
+                            dolmen_ingest::task::delete_pushed(&env.deep, &pushed).await;
+                            tracing::info!("a replica already published these offsets");
+                            return Ok(0);
+                        }
+                        CommitState::Behind if Instant::now() < deadline && !env.cancel.is_cancelled() => {
+                            // The previous task of these partitions is still publishing.
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                        _ => {
+                            dolmen_ingest::task::delete_pushed(&env.deep, &pushed).await;
+                            return Err(IngestError::Runtime(format!(
+                                "cannot publish segments with offsets {}: {e}",
+                                serde_json::to_string(&commit.end).unwrap_or_default()
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+    })?;
+    {
+        let mut s = env.control.lock();
+        s.published_segments += n;
+        s.published_rows += if n > 0 { rows } else { 0 };
+    }
+    tracing::info!(segments = n, rows, start = ?pending.start, end = ?end, "published segments with their offsets");
+    for f in pending.files.drain(..) {
+        let _ = std::fs::remove_file(f);
+    }
+    pending.records = 0;
+    pending.start = end;
+    pending.since = Some(Instant::now());
+    Ok(n)
+}
+
+/// Partition offsets as the metadata store keeps them (decimal partition ids, JSON numbers).
+pub fn offsets_json(m: &BTreeMap<i32, i64>) -> BTreeMap<String, Value> {
+    m.iter().map(|(p, o)| (p.to_string(), json!(o))).collect()
+}
+
+/// Partition offsets from the metadata store's form; entries that are not Kafka offsets are
+/// skipped.
+pub fn offsets_from_json(m: &StreamOffsets) -> BTreeMap<i32, i64> {
+    m.partitions
+        .iter()
+        .filter_map(|(p, o)| Some((p.parse().ok()?, o.as_i64()?)))
+        .collect()
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum CommitState {
+    /// The stored offsets already hold this commit's end for all its partitions.
+    AlreadyCommitted,
+    /// Some partition is stored before this commit's start: an earlier task has not committed.
+    Behind,
+    /// Anything else: a conflict no waiting resolves.
+    Conflict,
+}
+
+fn commit_state(stored: Option<&StreamOffsets>, commit: &StreamCommit) -> CommitState {
+    let Some(stored) = stored else {
+        return CommitState::Conflict;
+    };
+    if stored.stream != commit.stream {
+        return CommitState::Conflict;
+    }
+    if !commit.end.is_empty()
+        && commit
+            .end
+            .iter()
+            .all(|(p, e)| stored.partitions.get(p) == Some(e))
+        && commit.start != commit.end
+    {
+        return CommitState::AlreadyCommitted;
+    }
+    let behind = commit.start.iter().any(|(p, s)| {
+        match (stored.partitions.get(p).and_then(Value::as_i64), s.as_i64()) {
+            (Some(have), Some(want)) => have < want,
+            _ => false,
+        }
+    });
+    if behind {
+        CommitState::Behind
+    } else {
+        CommitState::Conflict
+    }
+}
+
+#[cfg(test)]
+mod tests;

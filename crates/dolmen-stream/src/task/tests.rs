@@ -1,0 +1,339 @@
+//! Streaming task tests over an in-memory stream, the real SQLite metadata store, local deep
+//! storage and the segment view.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dolmen_metadata::{MetadataStore, SqlMetadataStore, StreamOffsets};
+use dolmen_storage::{DeepStorage, SegmentView};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::memory::MemoryStreams;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    metadata: Arc<dyn MetadataStore>,
+    deep: DeepStorage,
+    view: Arc<SegmentView>,
+    root: PathBuf,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let metadata: Arc<dyn MetadataStore> = Arc::new(
+        SqlMetadataStore::open_sqlite(&root.join("m.db"))
+            .await
+            .unwrap(),
+    );
+    let deep = DeepStorage::local(&root.join("deep")).unwrap();
+    let view = Arc::new(SegmentView::new(Arc::clone(&metadata)));
+    Fixture {
+        _dir: dir,
+        metadata,
+        deep,
+        view,
+        root,
+    }
+}
+
+fn spec(replicas: u32) -> SupervisorSpec {
+    SupervisorSpec::parse(&json!({
+        "type": "logstream",
+        "spec": {
+            "dataSchema": {
+                "dataSource": "rt",
+                "timestampSpec": {"column": "ts", "format": "millis"},
+                "dimensionsSpec": {"dimensions": ["k"]},
+                "metricsSpec": [{"type": "count", "name": "count"}, {"type": "longSum", "name": "v", "fieldName": "v"}],
+                "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "NONE", "rollup": false}
+            },
+            "ioConfig": {
+                "topic": "t", "inputFormat": {"type": "json"}, "replicas": replicas,
+                "consumerProperties": {"bootstrap.servers": "memory"}, "pollTimeout": 20
+            }
+        }
+    }))
+    .unwrap()
+}
+
+fn task(id: &str, spec: SupervisorSpec, start: &[(i32, i64)]) -> LogstreamTaskSpec {
+    LogstreamTaskSpec {
+        id: id.into(),
+        supervisor_id: "rt".into(),
+        task_group_id: 0,
+        spec,
+        start_offsets: start.iter().copied().collect(),
+        end_offsets: None,
+        minimum_message_time: None,
+        maximum_message_time: None,
+    }
+}
+
+fn env(f: &Fixture, id: &str, start: &BTreeMap<i32, i64>) -> StreamTaskEnv {
+    StreamTaskEnv {
+        task_id: id.into(),
+        work_dir: f.root.join("work").join(id),
+        deep: f.deep.clone(),
+        metadata: Arc::clone(&f.metadata),
+        view: Arc::clone(&f.view),
+        cancel: CancellationToken::new(),
+        control: Arc::new(TaskControl::new(start)),
+        lock_version: "2020-01-01T00:00:00.000Z".into(),
+        runtime: tokio::runtime::Handle::current(),
+    }
+}
+
+/// `n` records `{"ts", "k", "v": i}` with i from `from`.
+fn produce(streams: &MemoryStreams, partition: i32, from: i64, n: i64) {
+    for i in from..from + n {
+        let v = json!({"ts": 1_577_836_800_000i64 + i * 1000, "k": format!("k{}", i % 3), "v": i});
+        streams
+            .append_value("t", partition, v.to_string().into_bytes())
+            .unwrap();
+    }
+}
+
+/// Rows and SUM(v) of the datasource as queries would see them: published segments plus
+/// visible hydrants (read from the files).
+fn visible(view: &SegmentView) -> (u64, i64) {
+    let Some(snap) = view.snapshot("rt") else {
+        return (0, 0);
+    };
+    let mut rows = 0;
+    let mut sum = 0;
+    let mut files: Vec<PathBuf> = snap.hydrants.iter().map(|h| h.path.clone()).collect();
+    for s in snap.timeline.visible_segments() {
+        if let dolmen_segment::LoadSpec::Local { path } = &s.load_spec {
+            files.push(PathBuf::from(path));
+        }
+    }
+    for f in files {
+        let file = std::fs::File::open(&f).unwrap();
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                .unwrap()
+                .build()
+                .unwrap();
+        for b in reader {
+            let b = b.unwrap();
+            rows += b.num_rows() as u64;
+            let v = b
+                .column_by_name("v")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .unwrap();
+            sum += v.iter().flatten().sum::<i64>();
+        }
+    }
+    (rows, sum)
+}
+
+async fn wait_until(mut f: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("condition not reached");
+}
+
+fn stored(o: &[(i32, i64)]) -> StreamOffsets {
+    StreamOffsets {
+        stream: "t".into(),
+        partitions: o
+            .iter()
+            .map(|(p, v)| (p.to_string(), json!(v)))
+            .collect(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_makes_rows_queryable_and_publishes_with_offsets() {
+    let f = fixture().await;
+    let streams = MemoryStreams::new();
+    streams.create_stream("t", 2);
+    produce(&streams, 0, 0, 50);
+    produce(&streams, 1, 100, 30);
+    let t = task("task1", spec(1), &[(0, 0), (1, 0)]);
+    let e = env(&f, "task1", &t.start_offsets);
+    let control = Arc::clone(&e.control);
+    let supplier = streams.supplier();
+    let run = {
+        let (e, t) = (e.clone(), t.clone());
+        tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+    };
+    // Queryable before any publish: every row, counted once.
+    let view = Arc::clone(&f.view);
+    wait_until(|| visible(&view).0 == 80).await;
+    let expected_sum: i64 = (0..50).sum::<i64>() + (100..130).sum::<i64>();
+    assert_eq!(visible(&f.view), (80, expected_sum));
+    assert!(f.metadata.stream_offsets("rt").await.unwrap().is_none());
+    // More rows while reading.
+    produce(&streams, 0, 50, 10);
+    wait_until(|| visible(&view).0 == 90).await;
+    // The supervisor ends the task at what it read.
+    let current = control.current_offsets();
+    assert_eq!(current, BTreeMap::from([(0, 60), (1, 30)]));
+    control.set_end_offsets(&current);
+    let published = run.await.unwrap().unwrap();
+    assert!(published >= 1);
+    assert_eq!(
+        f.metadata.stream_offsets("rt").await.unwrap(),
+        Some(stored(&[(0, 60), (1, 30)]))
+    );
+    // The same rows, now from segments only: no hydrant left, nothing counted twice.
+    let snap = f.view.snapshot("rt").unwrap();
+    assert!(snap.hydrants.is_empty());
+    assert_eq!(visible(&f.view), (90, expected_sum + (50..60).sum::<i64>()));
+    assert_eq!(control.stats.processed.load(std::sync::atomic::Ordering::Relaxed), 90);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_task_resumes_from_the_stored_offsets_without_duplicates() {
+    let f = fixture().await;
+    let streams = MemoryStreams::new();
+    streams.create_stream("t", 1);
+    produce(&streams, 0, 0, 40);
+    // First task: shut down (as after a crash) before publishing anything.
+    let t1 = task("a", spec(1), &[(0, 0)]);
+    let e1 = env(&f, "a", &t1.start_offsets);
+    let cancel = e1.cancel.clone();
+    let supplier = streams.supplier();
+    let run = {
+        let (e, t) = (e1.clone(), t1.clone());
+        tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+    };
+    let view = Arc::clone(&f.view);
+    wait_until(|| visible(&view).0 == 40).await;
+    cancel.cancel();
+    assert!(matches!(run.await.unwrap(), Err(IngestError::Canceled)));
+    assert_eq!(visible(&f.view), (0, 0), "a stopped task's rows leave queries");
+    assert!(f.metadata.stream_offsets("rt").await.unwrap().is_none());
+    // Its replacement starts at the stored offsets (none: the start) and publishes once.
+    produce(&streams, 0, 40, 10);
+    let t2 = task("b", spec(1), &[(0, 0)]);
+    let mut e2 = env(&f, "b", &t2.start_offsets);
+    e2.control.set_end_offsets(&BTreeMap::from([(0, 50)]));
+    e2.cancel = CancellationToken::new();
+    let supplier = streams.supplier();
+    let n = tokio::task::spawn_blocking(move || run_logstream_task(&e2, &t2, supplier))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(n >= 1);
+    assert_eq!(visible(&f.view), (50, (0..50).sum::<i64>()));
+    // A stale task that read the same range again finds it committed (as a replica would)
+    // and publishes nothing.
+    let t3 = task("c", spec(1), &[(0, 0)]);
+    let e3 = env(&f, "c", &t3.start_offsets);
+    e3.control.set_end_offsets(&BTreeMap::from([(0, 50)]));
+    let supplier = streams.supplier();
+    let r = tokio::task::spawn_blocking(move || run_logstream_task(&e3, &t3, supplier))
+        .await
+        .unwrap();
+    assert_eq!(r.unwrap(), 0, "the committed range is not published again");
+    assert_eq!(visible(&f.view), (50, (0..50).sum::<i64>()));
+    // One that read another range from stale offsets fails and publishes nothing.
+    let t4 = task("d", spec(1), &[(0, 0)]);
+    let e4 = env(&f, "d", &t4.start_offsets);
+    e4.control.set_end_offsets(&BTreeMap::from([(0, 45)]));
+    let supplier = streams.supplier();
+    let r = tokio::task::spawn_blocking(move || run_logstream_task(&e4, &t4, supplier))
+        .await
+        .unwrap();
+    assert!(r.is_err(), "stale start offsets must not publish: {r:?}");
+    assert_eq!(visible(&f.view), (50, (0..50).sum::<i64>()));
+    assert_eq!(
+        f.metadata.stream_offsets("rt").await.unwrap(),
+        Some(stored(&[(0, 50)]))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_publish_once_and_queries_show_one_replica() {
+    let f = fixture().await;
+    let streams = MemoryStreams::new();
+    streams.create_stream("t", 1);
+    produce(&streams, 0, 0, 25);
+    let t1 = task("r1", spec(2), &[(0, 0)]);
+    let t2 = task("r2", spec(2), &[(0, 0)]);
+    let (e1, e2) = (env(&f, "r1", &t1.start_offsets), env(&f, "r2", &t2.start_offsets));
+    let (c1, c2) = (Arc::clone(&e1.control), Arc::clone(&e2.control));
+    let s1 = streams.supplier();
+    let s2 = streams.supplier();
+    let h1 = tokio::task::spawn_blocking(move || run_logstream_task(&e1, &t1, s1));
+    let h2 = tokio::task::spawn_blocking(move || run_logstream_task(&e2, &t2, s2));
+    let view = Arc::clone(&f.view);
+    wait_until(|| c1.current_offsets()[&0] == 25 && c2.current_offsets()[&0] == 25).await;
+    wait_until(|| visible(&view).0 == 25).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(visible(&f.view).0, 25, "one replica visible");
+    let end = BTreeMap::from([(0, 25)]);
+    c1.set_end_offsets(&end);
+    c2.set_end_offsets(&end);
+    let n1 = h1.await.unwrap().unwrap();
+    let n2 = h2.await.unwrap().unwrap();
+    assert_eq!(n1 + n2, n1.max(n2), "only one replica publishes: {n1} {n2}");
+    assert_eq!(visible(&f.view), (25, (0..25).sum::<i64>()));
+    assert_eq!(
+        f.metadata.stream_offsets("rt").await.unwrap(),
+        Some(stored(&[(0, 25)]))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_out_of_range_fail_or_reset_automatically() {
+    let f = fixture().await;
+    let streams = MemoryStreams::new();
+    streams.create_stream("t", 1);
+    produce(&streams, 0, 0, 20);
+    streams.truncate_before("t", 0, 10).unwrap();
+    let t = task("o1", spec(1), &[(0, 0)]);
+    let e = env(&f, "o1", &t.start_offsets);
+    let supplier = streams.supplier();
+    let err = tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("resetOffsetAutomatically"), "{err}");
+    // With resetOffsetAutomatically the task reads from the earliest retained offset, and the
+    // commit records the skipped range as consumed.
+    let mut s = spec(1);
+    s.tuning.reset_offset_automatically = true;
+    let t = task("o2", s, &[(0, 0)]);
+    let e = env(&f, "o2", &t.start_offsets);
+    e.control.set_end_offsets(&BTreeMap::from([(0, 20)]));
+    let supplier = streams.supplier();
+    tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(visible(&f.view), (10, (10..20).sum::<i64>()));
+    assert_eq!(
+        f.metadata.stream_offsets("rt").await.unwrap(),
+        Some(stored(&[(0, 20)]))
+    );
+}
+
+#[test]
+fn payload_round_trips() {
+    let mut t = task("x", spec(1), &[(0, 5), (3, 7)]);
+    t.minimum_message_time = Some(1_000);
+    let v = t.to_json();
+    assert_eq!(v["type"], "index_logstream");
+    assert_eq!(
+        v["ioConfig"]["startSequenceNumbers"]["partitionSequenceNumberMap"],
+        json!({"0": 5, "3": 7})
+    );
+    assert_eq!(
+        v["ioConfig"]["endSequenceNumbers"]["partitionSequenceNumberMap"]["0"],
+        json!(i64::MAX)
+    );
+    assert_eq!(LogstreamTaskSpec::from_json(&v).unwrap(), t);
+}
