@@ -102,8 +102,9 @@ impl InformationSchema {
         let mut names = self.view.data_sources();
         names.sort();
         for ds in names {
-            if let Some(t) = self.view.timeline(&ds).filter(|t| !t.is_empty()) {
-                out.push((DRUID_SCHEMA, ds, "TABLE", datasource_schema(&t)));
+            if let Some(snap) = self.view.snapshot(&ds) {
+                let schema = datasource_schema(&snap.timeline, &snap.hydrants);
+                out.push((DRUID_SCHEMA, ds, "TABLE", schema));
             }
         }
         for t in TABLE_NAMES {

@@ -31,7 +31,8 @@ use datafusion::common::stats::Precision;
 use datafusion::common::{DFSchema, ScalarValue, Statistics};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::{
-    CachedParquetFileReaderFactory, ParquetFileReaderFactory, ParquetRowSelection,
+    CachedParquetFileReaderFactory, DefaultParquetFileReaderFactory, ParquetFileReaderFactory,
+    ParquetRowSelection,
 };
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
@@ -51,7 +52,7 @@ use dolmen_common::Interval;
 use dolmen_common::time::{MAX_INSTANT, MIN_INSTANT};
 use dolmen_segment::{SegmentColumn, TIME_COLUMN, Timeline, TimelineEntry};
 use dolmen_storage::SegmentLocation;
-use dolmen_storage::{SegmentCache, SegmentView};
+use dolmen_storage::{DataSourceSnapshot, Hydrant, SegmentCache, SegmentView};
 use parquet::arrow::arrow_reader::RowSelection;
 
 use crate::index::ValueIndexes;
@@ -146,41 +147,60 @@ impl SchemaProvider for DruidSchema {
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        Ok(self
-            .view
-            .timeline(name)
-            .filter(|t| !t.is_empty())
-            .map(|timeline| {
-                Arc::new(
-                    DatasourceTable::new(name.to_string(), timeline, Arc::clone(&self.cache))
-                        .with_value_indexes(Arc::clone(&self.indexes)),
-                ) as Arc<dyn TableProvider>
-            }))
+        Ok(self.view.snapshot(name).map(|snapshot| {
+            Arc::new(
+                DatasourceTable::from_snapshot(name.to_string(), snapshot, Arc::clone(&self.cache))
+                    .with_value_indexes(Arc::clone(&self.indexes)),
+            ) as Arc<dyn TableProvider>
+        }))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.view.timeline(name).is_some_and(|t| !t.is_empty())
+        self.view.snapshot(name).is_some()
     }
 }
 
-/// A datasource as a table, bound to one timeline snapshot.
+/// A datasource as a table, bound to one timeline snapshot and the hydrants of running
+/// streaming tasks visible with it ([`DataSourceSnapshot`]).
 #[derive(Debug)]
 pub struct DatasourceTable {
     name: String,
     timeline: Arc<Timeline>,
+    /// Realtime data: rows in addition to the timeline's, never overshadowed by it.
+    hydrants: Arc<[Arc<Hydrant>]>,
     cache: Arc<SegmentCache>,
     schema: SchemaRef,
     indexes: Option<Arc<ValueIndexes>>,
 }
 
 impl DatasourceTable {
-    /// A table over `timeline`; its schema is `__time` followed by the columns of the visible
-    /// segments, newest time chunk first (a column keeps the type it has in the newest segment).
+    /// A table over `timeline` (published segments only); its schema is `__time` followed by
+    /// the columns of the visible segments, newest time chunk first (a column keeps the type it
+    /// has in the newest segment).
     pub fn new(name: String, timeline: Arc<Timeline>, cache: Arc<SegmentCache>) -> DatasourceTable {
-        let schema = datasource_schema(&timeline);
+        DatasourceTable::from_snapshot(
+            name,
+            DataSourceSnapshot {
+                timeline,
+                hydrants: Arc::from(Vec::new()),
+            },
+            cache,
+        )
+    }
+
+    /// A table over a snapshot of the live view: the visible segments of its timeline plus its
+    /// hydrants (Druid's `SinkQuerySegmentWalker` adds a running task's hydrants to what
+    /// historicals serve). The schema is [`datasource_schema`] of both.
+    pub fn from_snapshot(
+        name: String,
+        snapshot: DataSourceSnapshot,
+        cache: Arc<SegmentCache>,
+    ) -> DatasourceTable {
+        let schema = datasource_schema(&snapshot.timeline, &snapshot.hydrants);
         DatasourceTable {
             name,
-            timeline,
+            timeline: snapshot.timeline,
+            hydrants: snapshot.hydrants,
             cache,
             schema,
             indexes: None,
@@ -200,8 +220,11 @@ impl DatasourceTable {
     }
 }
 
-/// The merged schema of a timeline's visible segments.
-pub fn datasource_schema(timeline: &Timeline) -> SchemaRef {
+/// The merged schema of a timeline's visible segments and a datasource's hydrants: `__time`,
+/// then the dimensions, then the metrics, each in the order the newest data lists them. The
+/// hydrants (realtime data) count as newer than every segment, the last registered first; a
+/// column keeps the type it has in the newest data that has it.
+pub fn datasource_schema(timeline: &Timeline, hydrants: &[Arc<Hydrant>]) -> SchemaRef {
     let mut fields = vec![Field::new(
         TIME_COLUMN,
         DataType::Timestamp(TimeUnit::Millisecond, None),
@@ -211,17 +234,22 @@ pub fn datasource_schema(timeline: &Timeline) -> SchemaRef {
     let mut multi: HashSet<&str> = HashSet::new();
     let mut dims: Vec<&SegmentColumn> = Vec::new();
     let mut metrics: Vec<&SegmentColumn> = Vec::new();
-    for entry in timeline.entries().iter().rev() {
-        for seg in &entry.segments {
-            for c in &seg.columns {
-                if c.is_multi_value() {
-                    multi.insert(c.name.as_str());
-                }
-                if seen.insert(c.name.as_str()) {
-                    match c.kind {
-                        dolmen_segment::ColumnKind::Dimension => dims.push(c),
-                        dolmen_segment::ColumnKind::Metric => metrics.push(c),
-                    }
+    let newest_first = hydrants.iter().rev().map(|h| &h.columns).chain(
+        timeline
+            .entries()
+            .iter()
+            .rev()
+            .flat_map(|e| e.segments.iter().map(|s| &s.columns)),
+    );
+    for columns in newest_first {
+        for c in columns {
+            if c.is_multi_value() {
+                multi.insert(c.name.as_str());
+            }
+            if seen.insert(c.name.as_str()) {
+                match c.kind {
+                    dolmen_segment::ColumnKind::Dimension => dims.push(c),
+                    dolmen_segment::ColumnKind::Metric => metrics.push(c),
                 }
             }
         }
@@ -270,7 +298,8 @@ impl TableProvider for DatasourceTable {
         };
         let allowed = time_ranges(filters);
         let entries = self.timeline.lookup(&allowed);
-        if entries.is_empty() {
+        let hydrants = self.hydrants_in(&allowed);
+        if entries.is_empty() && hydrants.is_empty() {
             return Ok(Arc::new(EmptyExec::new(projected_schema)));
         }
         // Physical predicate for Parquet row-group and page pruning.
@@ -426,10 +455,63 @@ impl TableProvider for DatasourceTable {
                 plans.push(Arc::new(filter));
             }
         }
+        if !hydrants.is_empty() {
+            plans.push(self.hydrant_scan(state, hydrants, target, projection, predicate, limit)?);
+        }
         if plans.is_empty() {
             return Ok(Arc::new(EmptyExec::new(projected_schema)));
         }
         UnionExec::try_new(plans)
+    }
+}
+
+impl DatasourceTable {
+    /// The hydrants whose rows may fall in `allowed` (the `__time` ranges of the filters).
+    fn hydrants_in(&self, allowed: &[Interval]) -> Vec<&Hydrant> {
+        self.hydrants
+            .iter()
+            .filter(|h| allowed.iter().any(|iv| iv.overlaps(&h.interval)))
+            .map(AsRef::as_ref)
+            .collect()
+    }
+
+    /// The scan of `hydrants`: local Parquet files read like segment files (statistics pruning
+    /// through `predicate`), with their exact row counts as statistics so an unfiltered
+    /// `COUNT(*)` adds them without reading the files. No value indexes: hydrants are small
+    /// and short-lived. Their footers are not cached either (a restarted task may write a new
+    /// hydrant under an old path).
+    fn hydrant_scan(
+        &self,
+        state: &dyn Session,
+        hydrants: Vec<&Hydrant>,
+        target: usize,
+        projection: Option<&Vec<usize>>,
+        predicate: Option<Arc<dyn PhysicalExpr>>,
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let url = ObjectStoreUrl::local_filesystem();
+        let factory: Arc<dyn ParquetFileReaderFactory> = Arc::new(
+            DefaultParquetFileReaderFactory::new(state.runtime_env().object_store(&url)?),
+        );
+        let mut files = Vec::with_capacity(hydrants.len());
+        for h in hydrants {
+            let path =
+                std::path::absolute(&h.path).map_err(|e| DataFusionError::External(Box::new(e)))?;
+            let stats = Statistics {
+                num_rows: Precision::Exact(usize::try_from(h.num_rows).unwrap_or(usize::MAX)),
+                total_byte_size: Precision::Exact(usize::try_from(h.size).unwrap_or(usize::MAX)),
+                column_statistics: Statistics::unknown_column(&self.schema),
+            };
+            files.push(
+                PartitionedFile::new(path.to_string_lossy().to_string(), h.size)
+                    .with_statistics(Arc::new(stats)),
+            );
+        }
+        let at = ScanTarget {
+            url: &url,
+            reader_factory: &factory,
+        };
+        self.parquet_scan(&at, files, target, projection, predicate, limit)
     }
 }
 
@@ -691,6 +773,9 @@ fn cast_string_literal(e: &Expr) -> Option<i64> {
 }
 
 #[cfg(test)]
+mod realtime_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use datafusion::prelude::{col, lit};
@@ -847,7 +932,7 @@ mod tests {
         )
         .await;
         let timeline = Arc::new(Timeline::build([Arc::new(old), Arc::new(new)]));
-        let schema = datasource_schema(&timeline);
+        let schema = datasource_schema(&timeline, &[]);
         let f = schema.field_with_name("tags").unwrap();
         assert_eq!(f.data_type(), &dolmen_segment::multi_value_string_type());
         assert_eq!(
