@@ -3,7 +3,8 @@
 //! - [`engine`]: the session template (case-sensitive identifiers, `druid` catalog, Druid
 //!   functions), planning with Druid's AST rewrites, parameter binding, error classification.
 //! - [`table`]: the `druid` schema; a datasource table scans the visible segments of a timeline
-//!   snapshot, pruned by `__time` before any file is opened.
+//!   snapshot and the hydrants of running streaming tasks, pruned by `__time` before any file
+//!   is opened.
 //! - [`functions`]: Druid SQL functions as DataFusion UDFs (`TIME_FLOOR`, `TIME_IN_INTERVAL`, ...).
 //! - [`system`]: `INFORMATION_SCHEMA` (`SCHEMATA`, `TABLES`, `COLUMNS`, `ROUTINES`).
 //! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).

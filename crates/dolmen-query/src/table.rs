@@ -1,5 +1,6 @@
 //! The `druid` schema: one table per datasource, scanning the visible segments of a timeline
-//! snapshot.
+//! snapshot plus the hydrants of running streaming tasks (realtime data, queryable before
+//! handoff).
 //!
 //! Planning a scan: take the datasource's timeline snapshot, derive the `__time` intervals the
 //! query's filters allow (`__time >= / > / < / <= / = literal`, `BETWEEN`, conjunctions, and
@@ -19,6 +20,14 @@
 //! schema; segments that stored it as a plain string are read through Arrow's cast (each value
 //! becomes a one-element list). Multi-value SQL semantics (implicit unnest in `GROUP BY`,
 //! filters matching any value) are applied by [`crate::multivalue`].
+//!
+//! Realtime data (Druid's `SinkQuerySegmentWalker`): a table is built from a
+//! [`DataSourceSnapshot`], which pairs the timeline with the visible [`Hydrant`]s of running
+//! streaming tasks, taken under one lock so a handoff is seen whole or not at all. Hydrants are
+//! local segment files; their rows are added to the segments' (never overshadowed), their
+//! columns are merged into the table schema (a datasource may have only hydrants so far), and
+//! a hydrant whose interval misses the query's `__time` ranges is not opened. Their exact row
+//! counts are the scan's statistics, like the segments'.
 
 use std::collections::HashSet;
 use std::sync::Arc;

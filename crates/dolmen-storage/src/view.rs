@@ -39,11 +39,13 @@ pub struct Hydrant {
     /// Time range of its rows (a covering range is fine, e.g. the time chunk); used to skip
     /// the file when a query's `__time` filters exclude it.
     pub interval: Interval,
-    /// Local Parquet segment file.
+    /// Local Parquet segment file (a relative path is taken relative to the process's current
+    /// directory).
     pub path: PathBuf,
-    /// Exact number of rows in the file (answers `COUNT(*)` without reading it).
+    /// Exact number of rows in the file: an unfiltered `COUNT(*)` is answered from it without
+    /// reading the file.
     pub num_rows: u64,
-    /// File size, bytes.
+    /// Exact file size, bytes (the Parquet reader finds the footer with it).
     pub size: u64,
     /// The file's columns after `__time`, as a published segment's payload lists them.
     pub columns: Vec<SegmentColumn>,
