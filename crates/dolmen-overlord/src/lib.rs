@@ -120,7 +120,9 @@ enum Progress {
 impl Progress {
     fn for_spec(spec: &TaskSpec) -> Progress {
         match spec {
-            TaskSpec::Logstream(s) => Progress::Stream(Arc::new(TaskControl::new(&s.start_offsets))),
+            TaskSpec::Logstream(s) => {
+                Progress::Stream(Arc::new(TaskControl::new(&s.start_offsets)))
+            }
             TaskSpec::Index(_) => Progress::Index(Arc::new(RowStats::new())),
             TaskSpec::Kill(_) => Progress::Kill(Arc::new(KillProgress::default())),
             TaskSpec::Controller(_) => Progress::Controller(Arc::new(ControllerProgress::new())),
@@ -452,7 +454,13 @@ impl Overlord {
         control: &Arc<TaskControl>,
     ) -> Result<usize, IngestError> {
         let version = self
-            .acquire_locks(id, &spec.spec.data_source, &[Interval::ETERNITY], false, cancel)
+            .acquire_locks(
+                id,
+                &spec.spec.data_source,
+                &[Interval::ETERNITY],
+                false,
+                cancel,
+            )
             .await?;
         tracing::info!(version = %version, start = ?spec.start_offsets, "acquired locks");
         let _permit = self.wait_for_slot(id, cancel).await?;

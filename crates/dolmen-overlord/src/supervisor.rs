@@ -179,7 +179,9 @@ impl SupervisorManager {
             }
             match SupervisorSpec::parse(&rec.payload) {
                 Ok(spec) => m.launch(spec),
-                Err(e) => tracing::error!(supervisor = %rec.spec_id, error = %e, "stored supervisor spec does not parse; not started"),
+                Err(e) => {
+                    tracing::error!(supervisor = %rec.spec_id, error = %e, "stored supervisor spec does not parse; not started")
+                }
             }
         }
         Ok(m)
@@ -471,15 +473,17 @@ impl SupervisorManager {
             .and_then(Value::as_object)
             .ok_or_else(|| bad("partitions.partitionOffsetMap: missing".into()))?;
         if map.is_empty() {
-            return Err(bad("partitions.partitionOffsetMap: must name at least one partition".into()));
+            return Err(bad(
+                "partitions.partitionOffsetMap: must name at least one partition".into(),
+            ));
         }
         let mut moved: BTreeMap<i32, i64> = BTreeMap::new();
         for (p, o) in map {
-            let part: i32 = p
-                .parse()
-                .ok()
-                .filter(|p| *p >= 0)
-                .ok_or_else(|| bad(format!("partitions.partitionOffsetMap: bad partition [{p}]")))?;
+            let part: i32 = p.parse().ok().filter(|p| *p >= 0).ok_or_else(|| {
+                bad(format!(
+                    "partitions.partitionOffsetMap: bad partition [{p}]"
+                ))
+            })?;
             let off = o.as_i64().filter(|o| *o >= 0).ok_or_else(|| {
                 bad(format!(
                     "partitions.partitionOffsetMap.{p}: must be a non-negative offset, got {o}"
@@ -561,7 +565,9 @@ impl SupervisorManager {
     pub async fn all_history(&self) -> Result<BTreeMap<String, Vec<Value>>, OverlordError> {
         let mut out: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for r in self.metadata.supervisor_history(None).await? {
-            out.entry(r.spec_id.clone()).or_default().push(history_entry(&r));
+            out.entry(r.spec_id.clone())
+                .or_default()
+                .push(history_entry(&r));
         }
         Ok(out)
     }
@@ -667,9 +673,7 @@ impl SupervisorManager {
             .collect();
         let mut out = serde_json::Map::new();
         for g in groups {
-            let entry = out
-                .entry(g.id.to_string())
-                .or_insert_with(|| json!({}));
+            let entry = out.entry(g.id.to_string()).or_insert_with(|| json!({}));
             for t in &g.tasks {
                 let Some(c) = self.overlord.stream_control(t) else {
                     continue;
@@ -873,7 +877,9 @@ impl SupervisorManager {
             let due: Vec<u32> = st
                 .reading
                 .values()
-                .filter(|g| now - g.started_ms >= spec.io.task_duration_ms || st.handoff.contains(&g.id))
+                .filter(|g| {
+                    now - g.started_ms >= spec.io.task_duration_ms || st.handoff.contains(&g.id)
+                })
                 .map(|g| g.id)
                 .collect();
             st.handoff.clear();
@@ -987,10 +993,11 @@ impl SupervisorManager {
         for (g, start) in to_create {
             if let Err(e) = self.create_group(sup, &spec, g, start).await {
                 tracing::error!(group = g, error = %e, "cannot create tasks");
-                sup.state
-                    .lock()
-                    .expect("state lock")
-                    .error("org.apache.druid.java.util.common.ISE", e.to_string(), false);
+                sup.state.lock().expect("state lock").error(
+                    "org.apache.druid.java.util.common.ISE",
+                    e.to_string(),
+                    false,
+                );
             }
         }
         let mut st = sup.state.lock().expect("state lock");
@@ -1036,7 +1043,10 @@ impl SupervisorManager {
             if *status == TaskState::Failed {
                 st.failed_tasks += 1;
                 let msg = error.clone().unwrap_or_default();
-                if !msg.contains("shut down") && !msg.contains("canceled") && !msg.contains("cancelled") {
+                if !msg.contains("shut down")
+                    && !msg.contains("canceled")
+                    && !msg.contains("cancelled")
+                {
                     st.error(
                         "org.apache.druid.java.util.common.ISE",
                         format!("task [{id}] failed: {msg}"),

@@ -94,8 +94,14 @@ fn api_routes() -> Router<Arc<AppState>> {
             get(supervisors::list).post(supervisors::submit),
         )
         .route(paths::SUPERVISORS_HISTORY, get(supervisors::all_history))
-        .route(paths::SUPERVISORS_TERMINATE_ALL, post(supervisors::terminate_all))
-        .route(paths::SUPERVISORS_SUSPEND_ALL, post(supervisors::suspend_all))
+        .route(
+            paths::SUPERVISORS_TERMINATE_ALL,
+            post(supervisors::terminate_all),
+        )
+        .route(
+            paths::SUPERVISORS_SUSPEND_ALL,
+            post(supervisors::suspend_all),
+        )
         .route(paths::SUPERVISORS_RESUME_ALL, post(supervisors::resume_all))
         .route(paths::SUPERVISOR, get(supervisors::get_spec))
         .route(paths::SUPERVISOR_STATUS, get(supervisors::status))
@@ -105,7 +111,10 @@ fn api_routes() -> Router<Arc<AppState>> {
         .route(paths::SUPERVISOR_SUSPEND, post(supervisors::suspend))
         .route(paths::SUPERVISOR_RESUME, post(supervisors::resume))
         .route(paths::SUPERVISOR_RESET, post(supervisors::reset))
-        .route(paths::SUPERVISOR_RESET_OFFSETS, post(supervisors::reset_offsets))
+        .route(
+            paths::SUPERVISOR_RESET_OFFSETS,
+            post(supervisors::reset_offsets),
+        )
         .route(paths::SUPERVISOR_TERMINATE, post(supervisors::terminate))
         .route(paths::SUPERVISOR_SHUTDOWN, post(supervisors::terminate))
         .route(paths::SUPERVISOR_HANDOFF, post(supervisors::handoff))

@@ -26,7 +26,10 @@ type Result<T> = std::result::Result<T, ResourceError>;
 fn parse_body(headers: &HeaderMap, body: &Bytes, what: &str) -> Result<Value> {
     require_json(headers, what)?;
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ResourceError::new(400, format!("{what}: empty request body")));
+        return Err(ResourceError::new(
+            400,
+            format!("{what}: empty request body"),
+        ));
     }
     serde_json::from_slice(body)
         .map_err(|e| ResourceError::new(400, format!("{what}: malformed JSON: {e}")))

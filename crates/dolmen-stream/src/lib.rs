@@ -30,8 +30,8 @@
 pub mod kafka;
 pub mod memory;
 pub mod spec;
-pub mod task;
 pub mod supplier;
+pub mod task;
 
 pub use supplier::{
     OrderedRecord, RecordOf, RecordSupplier, StreamPartition, SupplierError, SupplierErrorOf,

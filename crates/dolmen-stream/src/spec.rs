@@ -224,7 +224,11 @@ impl SupervisorSpec {
         let data_source = data_schema
             .get("dataSource")
             .and_then(Value::as_str)
-            .ok_or_else(|| err(format!("{prefix}dataSchema.dataSource: missing or not a string")))?
+            .ok_or_else(|| {
+                err(format!(
+                    "{prefix}dataSchema.dataSource: missing or not a string"
+                ))
+            })?
             .to_string();
         let id = match top.get("id").or_else(|| inner.get("id")) {
             None | Some(Value::Null) => data_source.clone(),
@@ -249,7 +253,8 @@ impl SupervisorSpec {
             .and_then(Value::as_object_mut)
         {
             g.entry("type").or_insert_with(|| json!("uniform"));
-            g.entry("segmentGranularity").or_insert_with(|| json!("DAY"));
+            g.entry("segmentGranularity")
+                .or_insert_with(|| json!("DAY"));
             g.entry("queryGranularity").or_insert_with(|| json!("NONE"));
             g.entry("rollup").or_insert_with(|| json!(true));
             g.entry("intervals").or_insert_with(|| json!([]));
@@ -308,7 +313,12 @@ impl SupervisorSpec {
             if let Some(g) = g.as_object_mut() {
                 g.insert(
                     "intervals".into(),
-                    json!(intervals.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                    json!(
+                        intervals
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                    ),
                 );
             }
         }
@@ -477,10 +487,15 @@ fn parse_io(v: &Value, path: &str) -> Result<IoConfig, SpecError> {
     }
     let replicas = positive(o.get("replicas"), 1, &format!("{path}.replicas"))?;
     let task_count = positive(o.get("taskCount"), 1, &format!("{path}.taskCount"))?;
-    let (task_duration_ms, task_duration) =
-        period_ms(o.get("taskDuration"), "PT3600S", &format!("{path}.taskDuration"))?;
+    let (task_duration_ms, task_duration) = period_ms(
+        o.get("taskDuration"),
+        "PT3600S",
+        &format!("{path}.taskDuration"),
+    )?;
     if task_duration_ms == 0 {
-        return Err(err(format!("{path}.taskDuration: must be longer than zero")));
+        return Err(err(format!(
+            "{path}.taskDuration: must be longer than zero"
+        )));
     }
     let poll_timeout_ms = i64::try_from(positive(
         o.get("pollTimeout"),
@@ -514,9 +529,10 @@ fn parse_io(v: &Value, path: &str) -> Result<IoConfig, SpecError> {
     )?;
     let late_start = match o.get("lateMessageRejectionStartDateTime") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(parse_iso_instant(s).map_err(|e| {
-            err(format!("{path}.lateMessageRejectionStartDateTime: {e}"))
-        })?),
+        Some(Value::String(s)) => Some(
+            parse_iso_instant(s)
+                .map_err(|e| err(format!("{path}.lateMessageRejectionStartDateTime: {e}")))?,
+        ),
         Some(x) => {
             return Err(err(format!(
                 "{path}.lateMessageRejectionStartDateTime: must be an ISO 8601 instant, got {x}"
@@ -555,7 +571,10 @@ fn parse_io(v: &Value, path: &str) -> Result<IoConfig, SpecError> {
         rb.insert(k.into(), o.get(k).cloned().unwrap_or(Value::Null));
     }
     rb.insert("stream".into(), json!(topic));
-    rb.insert("useEarliestSequenceNumber".into(), json!(use_earliest_offset));
+    rb.insert(
+        "useEarliestSequenceNumber".into(),
+        json!(use_earliest_offset),
+    );
     Ok(IoConfig {
         topic,
         input_format,
@@ -591,8 +610,11 @@ fn parse_tuning(v: &Value, path: &str) -> Result<TuningConfig, SpecError> {
             "{path}.type: must equal the supervisor type (logstream), got {t}"
         )));
     }
-    let max_rows_in_memory =
-        positive(o.get("maxRowsInMemory"), 150_000, &format!("{path}.maxRowsInMemory"))?;
+    let max_rows_in_memory = positive(
+        o.get("maxRowsInMemory"),
+        150_000,
+        &format!("{path}.maxRowsInMemory"),
+    )?;
     let max_rows_per_segment = positive(
         o.get("maxRowsPerSegment"),
         5_000_000,
@@ -739,7 +761,10 @@ mod tests {
         assert_eq!(rb["tuningConfig"]["type"], "logstream");
         assert_eq!(rb["tuningConfig"]["maxBytesInMemory"], 0);
         assert_eq!(rb["tuningConfig"]["intermediatePersistPeriod"], "PT10M");
-        assert_eq!(rb["tuningConfig"]["intermediateHandoffPeriod"], "P2147483647D");
+        assert_eq!(
+            rb["tuningConfig"]["intermediateHandoffPeriod"],
+            "P2147483647D"
+        );
         assert_eq!(rb["tuningConfig"]["chatRetries"], 8);
         assert_eq!(rb["tuningConfig"]["maxParseExceptions"], 2_147_483_647);
         assert_eq!(rb["tuningConfig"]["indexSpec"]["bitmap"]["type"], "roaring");
@@ -765,14 +790,18 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+        type Edit = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(Edit, &str)> = vec![
             (
                 Box::new(|v| v["spec"]["ioConfig"]["consumerProperties"] = json!({})),
                 "spec.ioConfig.consumerProperties.bootstrap.servers",
             ),
             (
                 Box::new(|v| {
-                    v["spec"]["ioConfig"].as_object_mut().unwrap().remove("topic");
+                    v["spec"]["ioConfig"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("topic");
                 }),
                 "spec.ioConfig.topic",
             ),
@@ -792,10 +821,7 @@ mod tests {
                 Box::new(|v| v["spec"]["tuningConfig"] = json!({"type": "index_parallel"})),
                 "spec.tuningConfig.type",
             ),
-            (
-                Box::new(|v| v["type"] = json!("shardstream")),
-                "type",
-            ),
+            (Box::new(|v| v["type"] = json!("shardstream")), "type"),
             (
                 Box::new(|v| {
                     v["spec"]["dataSchema"]["granularitySpec"]["segmentGranularity"] =
@@ -805,7 +831,10 @@ mod tests {
             ),
             (
                 Box::new(|v| {
-                    v["spec"]["dataSchema"].as_object_mut().unwrap().remove("dataSource");
+                    v["spec"]["dataSchema"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("dataSource");
                 }),
                 "spec.dataSchema",
             ),

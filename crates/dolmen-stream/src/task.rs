@@ -456,7 +456,12 @@ where
                 // (or the latest, when the stored one lies beyond the end). The commit still
                 // starts at the stored offset, so the skipped range is recorded as consumed.
                 let to = if start < earliest { earliest } else { latest };
-                tracing::warn!(partition = sp.partition, from = start, to, "offset out of range; resetting automatically");
+                tracing::warn!(
+                    partition = sp.partition,
+                    from = start,
+                    to,
+                    "offset out of range; resetting automatically"
+                );
                 supplier.seek(sp, to).map_err(supplier_err)?;
                 env.control.lock().current.insert(sp.partition, to);
             }
@@ -490,17 +495,25 @@ where
         let end = env.control.end_offsets();
         let current = env.control.current_offsets();
         if let Some(end) = &end
-            && end.iter().all(|(p, e)| current.get(p).is_some_and(|c| c >= e))
+            && end
+                .iter()
+                .all(|(p, e)| current.get(p).is_some_and(|c| c >= e))
         {
             break;
         }
         let records = match supplier.poll(poll_timeout) {
             Ok(r) => r,
             Err(SupplierError::OffsetOutOfRange {
-                partition, earliest, ..
+                partition,
+                earliest,
+                ..
             }) if task.spec.tuning.reset_offset_automatically => {
                 let sp = StreamPartition::new(topic.clone(), partition);
-                tracing::warn!(partition, to = earliest, "offset out of range while reading; resetting automatically");
+                tracing::warn!(
+                    partition,
+                    to = earliest,
+                    "offset out of range while reading; resetting automatically"
+                );
                 supplier.seek(&sp, earliest).map_err(supplier_err)?;
                 env.control.lock().current.insert(partition, earliest);
                 continue;
@@ -543,10 +556,7 @@ where
                 };
                 file.append(v)?;
             }
-            env.control
-                .lock()
-                .current
-                .insert(r.partition, r.offset + 1);
+            env.control.lock().current.insert(r.partition, r.offset + 1);
         }
         let due = current_file.as_ref().is_some_and(|f| {
             f.records >= max_rows_in_memory || last_hydrant.elapsed() >= HYDRANT_PERIOD
@@ -617,7 +627,8 @@ fn build_hydrant(
         .batch_spec(&[records.to_path_buf()], &intervals)
         .map_err(|e| IngestError::InvalidSpec(e.0))?;
     let dir = env.work_dir.join(format!("hydrant-{sequence:06}"));
-    let built = dolmen_ingest::task::build_segment_files(&spec, &dir, &env.control.stats, &env.cancel)?;
+    let built =
+        dolmen_ingest::task::build_segment_files(&spec, &dir, &env.control.stats, &env.cancel)?;
     let hydrants: Vec<Hydrant> = built
         .into_iter()
         .map(|b| Hydrant {
@@ -658,7 +669,9 @@ fn publish(
             .spec
             .batch_spec(&pending.files, &intervals)
             .map_err(|e| IngestError::InvalidSpec(e.0))?;
-        let dir = env.work_dir.join(format!("publish-{:06}", pending.files.len()));
+        let dir = env
+            .work_dir
+            .join(format!("publish-{:06}", pending.files.len()));
         // Rows were counted when their hydrants were built.
         let quiet = RowStats::new();
         dolmen_ingest::task::build_segment_files(&spec, &dir, &quiet, &env.cancel)?
@@ -674,7 +687,12 @@ fn publish(
     let name = format!(
         "{}_{}",
         env.task_id,
-        pending.start.values().map(|o| o.to_string()).collect::<Vec<_>>().join("-")
+        pending
+            .start
+            .values()
+            .map(|o| o.to_string())
+            .collect::<Vec<_>>()
+            .join("-")
     );
     let rows: u64 = built.iter().map(|b| b.num_rows).sum();
     let deadline = Instant::now()
@@ -684,8 +702,7 @@ fn publish(
             DEFAULT_PUBLISH_WAIT
         };
     let n = env.runtime.block_on(async {
-        let pushed =
-            dolmen_ingest::task::push_segment_files(&env.deep, ds, &name, &built).await?;
+        let pushed = dolmen_ingest::task::push_segment_files(&env.deep, ds, &name, &built).await?;
         loop {
             let req = PublishRequest {
                 data_source: ds.clone(),
@@ -718,7 +735,9 @@ fn publish(
                             tracing::info!("a replica already published these offsets");
                             return Ok(0);
                         }
-                        CommitState::Behind if Instant::now() < deadline && !env.cancel.is_cancelled() => {
+                        CommitState::Behind
+                            if Instant::now() < deadline && !env.cancel.is_cancelled() =>
+                        {
                             // The previous task of these partitions is still publishing.
                             tokio::time::sleep(Duration::from_millis(500)).await;
                         }

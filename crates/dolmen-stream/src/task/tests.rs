@@ -113,11 +113,10 @@ fn visible(view: &SegmentView) -> (u64, i64) {
     }
     for f in files {
         let file = std::fs::File::open(&f).unwrap();
-        let reader =
-            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                .unwrap()
-                .build()
-                .unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
         for b in reader {
             let b = b.unwrap();
             rows += b.num_rows() as u64;
@@ -146,10 +145,7 @@ async fn wait_until(mut f: impl FnMut() -> bool) {
 fn stored(o: &[(i32, i64)]) -> StreamOffsets {
     StreamOffsets {
         stream: "t".into(),
-        partitions: o
-            .iter()
-            .map(|(p, v)| (p.to_string(), json!(v)))
-            .collect(),
+        partitions: o.iter().map(|(p, v)| (p.to_string(), json!(v))).collect(),
     }
 }
 
@@ -191,7 +187,13 @@ async fn reads_makes_rows_queryable_and_publishes_with_offsets() {
     let snap = f.view.snapshot("rt").unwrap();
     assert!(snap.hydrants.is_empty());
     assert_eq!(visible(&f.view), (90, expected_sum + (50..60).sum::<i64>()));
-    assert_eq!(control.stats.processed.load(std::sync::atomic::Ordering::Relaxed), 90);
+    assert_eq!(
+        control
+            .stats
+            .processed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        90
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,7 +215,11 @@ async fn a_restarted_task_resumes_from_the_stored_offsets_without_duplicates() {
     wait_until(|| visible(&view).0 == 40).await;
     cancel.cancel();
     assert!(matches!(run.await.unwrap(), Err(IngestError::Canceled)));
-    assert_eq!(visible(&f.view), (0, 0), "a stopped task's rows leave queries");
+    assert_eq!(
+        visible(&f.view),
+        (0, 0),
+        "a stopped task's rows leave queries"
+    );
     assert!(f.metadata.stream_offsets("rt").await.unwrap().is_none());
     // Its replacement starts at the stored offsets (none: the start) and publishes once.
     produce(&streams, 0, 40, 10);
@@ -263,7 +269,10 @@ async fn replicas_publish_once_and_queries_show_one_replica() {
     produce(&streams, 0, 0, 25);
     let t1 = task("r1", spec(2), &[(0, 0)]);
     let t2 = task("r2", spec(2), &[(0, 0)]);
-    let (e1, e2) = (env(&f, "r1", &t1.start_offsets), env(&f, "r2", &t2.start_offsets));
+    let (e1, e2) = (
+        env(&f, "r1", &t1.start_offsets),
+        env(&f, "r2", &t2.start_offsets),
+    );
     let (c1, c2) = (Arc::clone(&e1.control), Arc::clone(&e2.control));
     let s1 = streams.supplier();
     let s2 = streams.supplier();
@@ -301,7 +310,10 @@ async fn offsets_out_of_range_fail_or_reset_automatically() {
         .await
         .unwrap()
         .unwrap_err();
-    assert!(err.to_string().contains("resetOffsetAutomatically"), "{err}");
+    assert!(
+        err.to_string().contains("resetOffsetAutomatically"),
+        "{err}"
+    );
     // With resetOffsetAutomatically the task reads from the earliest retained offset, and the
     // commit records the skipped range as consumed.
     let mut s = spec(1);

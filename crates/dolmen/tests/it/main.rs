@@ -11,4 +11,5 @@ mod sql_api;
 mod sql_formats;
 mod sql_functions;
 mod statements;
+mod supervisors;
 mod tasks_api;
