@@ -245,6 +245,13 @@ impl Overlord {
         for l in metadata.list_locks().await? {
             metadata.delete_locks(&l.task_id).await?;
         }
+        // No task runs yet: whatever is in the work directory was left by an earlier process
+        // (interrupted tasks, hydrant files kept for in-flight queries).
+        if let Ok(entries) = std::fs::read_dir(&config.work_dir) {
+            for e in entries.flatten() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
         std::fs::create_dir_all(&config.work_dir).map_err(|e| {
             OverlordError::Io(format!(
                 "cannot create task work directory [{}]: {e}",
@@ -384,6 +391,10 @@ impl Overlord {
                     "task succeeded"
                 );
                 (TaskState::Success, None)
+            }
+            Err(IngestError::Canceled) => {
+                tracing::info!("task shut down");
+                (TaskState::Failed, Some(IngestError::Canceled.to_string()))
             }
             Err(e) => {
                 tracing::error!(error = %e, "task failed");

@@ -70,7 +70,7 @@ pub struct DataSourceSnapshot {
 #[derive(Debug)]
 struct Replica {
     task_id: String,
-    /// Sorted by sequence, no two with the same sequence.
+    /// Sorted by sequence; the files of one hydrant share its sequence.
     hydrants: Vec<Arc<Hydrant>>,
 }
 
@@ -281,13 +281,56 @@ impl SegmentView {
                 );
                 continue;
             }
-            match replica
+            // One hydrant may be several files (rows of several time chunks) sharing a
+            // sequence; the same file registered again replaces the earlier registration.
+            if let Some(i) = replica
                 .hydrants
-                .binary_search_by_key(&h.sequence, |x| x.sequence)
+                .iter()
+                .position(|x| x.sequence == h.sequence && x.path == h.path)
             {
-                Ok(i) => replica.hydrants[i] = Arc::new(h),
-                Err(i) => replica.hydrants.insert(i, Arc::new(h)),
+                replica.hydrants[i] = Arc::new(h);
+            } else {
+                let i = replica
+                    .hydrants
+                    .partition_point(|x| x.sequence <= h.sequence);
+                replica.hydrants.insert(i, Arc::new(h));
             }
+        }
+        realtime.recompute();
+    }
+
+    /// Replaces, in one step, the hydrants of `task_id` in sink `sink_id` whose sequences lie in
+    /// `replaced` with `merged` (a task merging its small hydrants into a larger one: the same
+    /// rows, fewer files). Queries see either the old files or the merged ones, never both.
+    /// `merged` should carry sequences inside `replaced` (usually its end), so a later handoff
+    /// up to that sequence removes them.
+    pub fn replace_hydrants(
+        &self,
+        data_source: &str,
+        sink_id: &str,
+        task_id: &str,
+        replaced: std::ops::RangeInclusive<u64>,
+        merged: Vec<Hydrant>,
+    ) {
+        let mut state = self.state.write().expect("view lock");
+        let Some(realtime) = state.realtime.get_mut(data_source) else {
+            return;
+        };
+        let Some(sink) = realtime.sinks.get_mut(sink_id) else {
+            return;
+        };
+        let Some(replica) = sink.replicas.iter_mut().find(|r| r.task_id == task_id) else {
+            return;
+        };
+        replica.hydrants.retain(|h| !replaced.contains(&h.sequence));
+        for h in merged {
+            if sink.handed_off.is_some_and(|up_to| h.sequence <= up_to) {
+                continue;
+            }
+            let i = replica
+                .hydrants
+                .partition_point(|x| x.sequence <= h.sequence);
+            replica.hydrants.insert(i, Arc::new(h));
         }
         realtime.recompute();
     }

@@ -47,6 +47,9 @@ use crate::supplier::{RecordSupplier, StreamPartition, SupplierError};
 /// How often a reading task makes what it read since the last time queryable, at most (ms).
 pub const HYDRANT_PERIOD: Duration = Duration::from_millis(200);
 
+/// How long a finished task's hydrant files stay for queries already planned against them.
+const HYDRANT_GRACE: Duration = Duration::from_secs(60);
+
 /// Longest wait for the previous task of a partition to publish before this task's commit
 /// gives up, when the supervisor gave no completion timeout.
 const DEFAULT_PUBLISH_WAIT: Duration = Duration::from_secs(1800);
@@ -384,6 +387,19 @@ fn runtime_err(path: &Path, e: impl std::fmt::Display) -> IngestError {
     IngestError::Runtime(format!("{}: {e}", path.display()))
 }
 
+/// Hydrants merged at once: every [`MERGE_FANOUT`] hydrants of one size become one of the
+/// next size (a log-structured merge), so a task reading for an hour keeps a few dozen hydrant
+/// files for queries to open, not thousands.
+const MERGE_FANOUT: usize = 8;
+
+/// Hydrants of the current publish period whose record files were built together.
+#[derive(Debug)]
+struct Run {
+    first_sequence: u64,
+    last_sequence: u64,
+    files: Vec<PathBuf>,
+}
+
 /// The state of the rows read since the last publish.
 #[derive(Debug, Default)]
 struct Pending {
@@ -397,6 +413,8 @@ struct Pending {
     last_sequence: u64,
     /// When the last publish happened.
     since: Option<Instant>,
+    /// Registered hydrants by merge level (see [`MERGE_FANOUT`]).
+    levels: Vec<Vec<Run>>,
 }
 
 /// Runs an `index_logstream` task to the end on the calling (blocking) thread with `supplier`;
@@ -422,7 +440,14 @@ where
         env.control.lock().error = Some(e.to_string());
     }
     env.control.set_phase("DONE");
-    let _ = std::fs::remove_dir_all(&env.work_dir);
+    // Queries that planned against a snapshot listing this task's hydrants may still open their
+    // files: remove the work directory after a grace period (the overlord clears leftovers at
+    // start-up).
+    let dir = env.work_dir.clone();
+    env.runtime.spawn(async move {
+        tokio::time::sleep(HYDRANT_GRACE).await;
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+    });
     result
 }
 
@@ -566,8 +591,20 @@ where
             pending.records += file.records;
             let path = file.finish()?;
             pending.last_sequence += 1;
-            build_hydrant(env, task, &path, pending.last_sequence, accepted)?;
-            pending.files.push(path);
+            let seq = pending.last_sequence;
+            build_hydrant(env, task, std::slice::from_ref(&path), seq, None, accepted)?;
+            pending.files.push(path.clone());
+            add_run(
+                env,
+                task,
+                &mut pending.levels,
+                Run {
+                    first_sequence: seq,
+                    last_sequence: seq,
+                    files: vec![path],
+                },
+                accepted,
+            )?;
             last_hydrant = Instant::now();
         }
         // Checkpoints (one replica only: replicas must end at offsets the supervisor chose).
@@ -613,22 +650,73 @@ fn accepted_interval(task: &LogstreamTaskSpec) -> Option<Interval> {
     })
 }
 
-/// Builds one record file into hydrant Parquet files and registers them with the view.
+/// Adds a hydrant run at level 0 and merges full levels upwards.
+fn add_run(
+    env: &StreamTaskEnv,
+    task: &LogstreamTaskSpec,
+    levels: &mut Vec<Vec<Run>>,
+    run: Run,
+    accepted: Option<Interval>,
+) -> Result<(), IngestError> {
+    if levels.is_empty() {
+        levels.push(Vec::new());
+    }
+    levels[0].push(run);
+    let mut level = 0;
+    while levels[level].len() >= MERGE_FANOUT {
+        let runs = std::mem::take(&mut levels[level]);
+        let merged = Run {
+            first_sequence: runs[0].first_sequence,
+            last_sequence: runs[runs.len() - 1].last_sequence,
+            files: runs.into_iter().flat_map(|r| r.files).collect(),
+        };
+        build_hydrant(
+            env,
+            task,
+            &merged.files,
+            merged.last_sequence,
+            Some(merged.first_sequence),
+            accepted,
+        )?;
+        if levels.len() == level + 1 {
+            levels.push(Vec::new());
+        }
+        levels[level + 1].push(merged);
+        level += 1;
+    }
+    Ok(())
+}
+
+/// Builds record files into hydrant Parquet files and registers them with the view: new ones
+/// (`replaces` `None`), or as the merge of the hydrants `replaces..=sequence` (their rows are
+/// not counted again).
 fn build_hydrant(
     env: &StreamTaskEnv,
     task: &LogstreamTaskSpec,
-    records: &Path,
+    records: &[PathBuf],
     sequence: u64,
+    replaces: Option<u64>,
     accepted: Option<Interval>,
 ) -> Result<(), IngestError> {
     let intervals: Vec<Interval> = accepted.into_iter().collect();
     let spec = task
         .spec
-        .batch_spec(&[records.to_path_buf()], &intervals)
+        .batch_spec(records, &intervals)
         .map_err(|e| IngestError::InvalidSpec(e.0))?;
-    let dir = env.work_dir.join(format!("hydrant-{sequence:06}"));
-    let built =
-        dolmen_ingest::task::build_segment_files(&spec, &dir, &env.control.stats, &env.cancel)?;
+    let quiet = RowStats::new();
+    let (dir, stats) = match replaces {
+        None => (
+            env.work_dir.join(format!("hydrant-{sequence:06}")),
+            env.control.stats.as_ref(),
+        ),
+        // Rows were counted when their first hydrants were built.
+        Some(first) => (
+            env.work_dir
+                .join(format!("merged-{first:06}-{sequence:06}")),
+            &quiet,
+        ),
+    };
+    let built = dolmen_ingest::task::build_segment_files(&spec, &dir, stats, &env.cancel)?;
     let hydrants: Vec<Hydrant> = built
         .into_iter()
         .map(|b| Hydrant {
@@ -640,13 +728,21 @@ fn build_hydrant(
             sequence,
         })
         .collect();
-    if !hydrants.is_empty() {
-        env.view.add_hydrants(
+    match replaces {
+        Some(first) => env.view.replace_hydrants(
+            &task.spec.data_source,
+            &task.sink_id(),
+            &env.task_id,
+            first..=sequence,
+            hydrants,
+        ),
+        None if !hydrants.is_empty() => env.view.add_hydrants(
             &task.spec.data_source,
             &task.sink_id(),
             &env.task_id,
             hydrants,
-        );
+        ),
+        None => {}
     }
     Ok(())
 }
@@ -763,6 +859,7 @@ fn publish(
         let _ = std::fs::remove_file(f);
     }
     pending.records = 0;
+    pending.levels.clear();
     pending.start = end;
     pending.since = Some(Instant::now());
     Ok(n)

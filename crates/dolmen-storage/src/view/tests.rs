@@ -85,13 +85,24 @@ async fn one_replica_per_sink_is_visible_and_the_next_takes_over() {
     assert_eq!(view.data_sources(), vec!["rt".to_string()]);
     assert!(view.timeline("rt").is_none(), "hydrants are not segments");
 
-    // Re-registering a sequence replaces the hydrant instead of adding a second one.
-    let mut again = hydrant(2, 12);
-    again.path = PathBuf::from("/tmp/replaced.parquet");
+    // Re-registering a file replaces its hydrant instead of adding a second one.
+    let again = hydrant(2, 12);
     view.add_hydrants("rt", "sup/0/0", "task-a", vec![again.clone()]);
     let snap = view.snapshot("rt").unwrap();
     assert_eq!(snap.hydrants.len(), 3);
     assert_eq!(snap.hydrants[1].as_ref(), &again);
+    // A second file of the same sequence (rows of another time chunk) is added beside it.
+    let mut other_chunk = hydrant(2, 5);
+    other_chunk.path = PathBuf::from("/tmp/hydrant-2-b.parquet");
+    view.add_hydrants("rt", "sup/0/0", "task-a", vec![other_chunk]);
+    assert_eq!(seen(&view, "rt"), Some((vec![1, 2, 2, 7], 0)));
+    // Merging: sequences 1..=2 of task-a become one file, in one step.
+    let mut merged = hydrant(2, 27);
+    merged.path = PathBuf::from("/tmp/merged.parquet");
+    view.replace_hydrants("rt", "sup/0/0", "task-a", 1..=2, vec![merged.clone()]);
+    let snap = view.snapshot("rt").unwrap();
+    assert_eq!(snap.hydrants.len(), 2);
+    assert_eq!(snap.hydrants[0].as_ref(), &merged);
 
     // The first replica goes: the second (registered next) takes over with its own hydrants.
     view.drop_task_hydrants("rt", "task-a");

@@ -349,3 +349,40 @@ fn payload_round_trips() {
     );
     assert_eq!(LogstreamTaskSpec::from_json(&v).unwrap(), t);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_hydrants_are_merged_without_changing_what_queries_see() {
+    let f = fixture().await;
+    let streams = MemoryStreams::new();
+    streams.create_stream("t", 1);
+    let t = task("m", spec(1), &[(0, 0)]);
+    let e = env(&f, "m", &t.start_offsets);
+    let control = Arc::clone(&e.control);
+    let supplier = streams.supplier();
+    let run = {
+        let (e, t) = (e.clone(), t.clone());
+        tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+    };
+    // One small batch per hydrant period, 20 times: more hydrants than MERGE_FANOUT.
+    let view = Arc::clone(&f.view);
+    let mut max_files = 0;
+    for i in 0..20 {
+        produce(&streams, 0, i * 5, 5);
+        let n = (i + 1) as u64 * 5;
+        wait_until(|| visible(&view).0 == n).await;
+        let files = view.snapshot("rt").map_or(0, |s| s.hydrants.len());
+        max_files = max_files.max(files);
+        tokio::time::sleep(HYDRANT_PERIOD + Duration::from_millis(30)).await;
+        assert_eq!(visible(&view), (n, (0..n as i64).sum::<i64>()));
+    }
+    let files = view.snapshot("rt").unwrap().hydrants.len();
+    assert!(
+        files < 12,
+        "{files} hydrant files for 20 hydrants: not merged"
+    );
+    assert!(max_files <= 2 * MERGE_FANOUT, "{max_files}");
+    control.set_end_offsets(&BTreeMap::from([(0, 100)]));
+    run.await.unwrap().unwrap();
+    assert_eq!(visible(&f.view), (100, (0..100).sum::<i64>()));
+    assert!(f.view.snapshot("rt").unwrap().hydrants.is_empty());
+}

@@ -498,3 +498,77 @@ fn reset_offsets_rereads_only_the_listed_partition_and_updates_keep_counts_exact
     let want = (want.0 + 120, want.1 + sum_ids(0..120));
     server.wait_for_rows("rs", want, Duration::from_secs(30));
 }
+
+/// Exactly-once under crashes: while events are produced, the server is killed with SIGKILL at
+/// random moments (reading, persisting hydrants, publishing: task duration and segment size are
+/// small, so publishes happen all the time) and restarted; at the end every event is counted
+/// exactly once.
+#[test]
+fn exactly_once_across_sigkills() {
+    let Some(brokers) = brokers() else { return };
+    const N: i64 = 4000;
+    let topic = new_topic(&brokers, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let s = spec(
+        "crashy",
+        &topic,
+        &brokers,
+        json!({"taskDuration": "PT2S", "completionTimeout": "PT30S"}),
+    );
+    let mut s = s;
+    s["spec"]["tuningConfig"]["maxRowsPerSegment"] = json!(300);
+    assert_eq!(server.post_json(SUP, &s).0, 200);
+    // Produce in the background at a steady pace (~800 events/s).
+    let producer = {
+        let (brokers, topic) = (brokers.clone(), topic.clone());
+        std::thread::spawn(move || {
+            for start in (0..N).step_by(100) {
+                produce(&brokers, &topic, 2, start..(start + 100).min(N));
+                std::thread::sleep(Duration::from_millis(120));
+            }
+        })
+    };
+    // A small deterministic generator for the kill moments (seed printed for replay).
+    let mut seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("kill schedule seed: {seed}");
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut server = server;
+    for kill in 0..6 {
+        let wait_ms = 400 + next() % 1800;
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        let (rows, _) = server.count_and_sum("crashy");
+        eprintln!("kill {kill} after {wait_ms} ms ({rows} rows visible)");
+        server.kill9();
+        server = Server::start(dir.path());
+    }
+    producer.join().unwrap();
+    server.wait_for_rows("crashy", (N, sum_ids(0..N)), Duration::from_secs(90));
+    // Everything is eventually published once, too.
+    let (code, _) = server.post_json(
+        &format!("{SUP}/crashy/taskGroups/handoff"),
+        &json!({"taskGroupIds": [0]}),
+    );
+    assert_eq!(code, 202);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.published_rows("crashy") < N {
+        assert!(
+            Instant::now() < deadline,
+            "published {}",
+            server.published_rows("crashy")
+        );
+        assert_eq!(server.count_and_sum("crashy"), (N, sum_ids(0..N)));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(server.published_rows("crashy"), N);
+    assert_eq!(server.count_and_sum("crashy"), (N, sum_ids(0..N)));
+}
