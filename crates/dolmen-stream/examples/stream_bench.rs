@@ -1,0 +1,327 @@
+//! Streaming ingestion benchmark (run by `scripts/bench-stream.sh`): a running `dolmen server`
+//! and a Kafka-protocol broker.
+//!
+//! - `throughput ROWS`: fills a fresh topic (4 partitions) with ROWS events of the 9-column
+//!   events table as JSON, measures the broker's own read rate (one consumer reading every
+//!   record back through `KafkaRecordSupplier`), then posts a `logstream` supervisor reading the
+//!   topic from the earliest offset and times until `SELECT COUNT(*)` returns ROWS. Reports
+//!   rows/s of wall time and rows/s per core (rows / CPU seconds of the dolmen process, from
+//!   `/proc/<pid>/stat`).
+//! - `latency RATE SECONDS`: posts a supervisor on a fresh topic, then produces RATE events/s for
+//!   SECONDS while another thread polls `SELECT COUNT(*)` every 20 ms; an event's latency is the
+//!   time from its produce call to the first poll whose count includes it (an upper bound, at
+//!   most one poll interval late). Reports p50/p99/max.
+//!
+//! Arguments: `--url http://127.0.0.1:PORT --brokers HOST:PORT --pid PID <mode> ...`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dolmen_stream::kafka::{KafkaAdmin, KafkaRecordSupplier};
+use dolmen_stream::{RecordSupplier, StreamPartition};
+use rdkafka::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use serde_json::{Value, json};
+
+const PARTITIONS: i32 = 4;
+
+fn arg(args: &[String], name: &str) -> String {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+        .unwrap_or_else(|| panic!("missing {name}"))
+}
+
+/// Event `i` of the 9-column events table: `__time` over 30 days, `channel` (50 values),
+/// `page` (200k), `user` (50k), `countryName` (200, 70% null), `isRobot`, `added`, `deleted`,
+/// `delta`. Deterministic in `i` (a multiplicative hash).
+fn event(i: u64, time_ms: i64) -> String {
+    let h = |k: u64| (i.wrapping_add(k)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17;
+    let country = if h(5) % 10 < 7 {
+        Value::Null
+    } else {
+        json!(format!("Country {}", h(6) % 200))
+    };
+    json!({
+        "__time": time_ms,
+        "channel": format!("#ch{}", h(1) % 50),
+        "page": format!("Page {}", h(2) % 200_000),
+        "user": format!("user{}", h(3) % 50_000),
+        "countryName": country,
+        "isRobot": h(4) % 4 == 0,
+        "added": h(7) % 1000,
+        "deleted": h(8) % 100,
+        "delta": (h(9) % 2000) as i64 - 1000,
+        "seq": i,
+    })
+    .to_string()
+}
+
+/// A producer sending one record per batch: the test broker's in-memory engine misreports
+/// offsets of multi-record batches (TEST-SERVICES.md).
+fn producer(brokers: &str) -> BaseProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "0")
+        .set("batch.num.messages", "1")
+        .set("queue.buffering.max.messages", "1000000")
+        .create()
+        .expect("producer")
+}
+
+fn send(p: &BaseProducer, topic: &str, partition: i32, payload: &str) {
+    let mut rec = BaseRecord::<(), str>::to(topic).payload(payload).partition(partition);
+    loop {
+        match p.send(rec) {
+            Ok(()) => return,
+            Err((_, r)) => {
+                p.poll(Duration::from_millis(5));
+                rec = r;
+            }
+        }
+    }
+}
+
+fn new_topic(brokers: &str, prefix: &str) -> String {
+    let topic = format!(
+        "{prefix}-{}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
+    KafkaAdmin::new(brokers)
+        .unwrap()
+        .create_topic(&topic, PARTITIONS)
+        .unwrap();
+    topic
+}
+
+fn spec(ds: &str, topic: &str, brokers: &str) -> Value {
+    json!({
+        "type": "logstream",
+        "spec": {
+            "dataSchema": {
+                "dataSource": ds,
+                "timestampSpec": {"column": "__time", "format": "millis"},
+                "dimensionsSpec": {"dimensions": ["channel", "page", "user", "countryName", "isRobot",
+                    {"type": "long", "name": "added"}, {"type": "long", "name": "deleted"}, {"type": "long", "name": "delta"},
+                    {"type": "long", "name": "seq"}]},
+                "granularitySpec": {"segmentGranularity": "DAY", "queryGranularity": "NONE", "rollup": false}
+            },
+            "ioConfig": {
+                "topic": topic, "inputFormat": {"type": "json"},
+                "consumerProperties": {"bootstrap.servers": brokers},
+                "useEarliestOffset": true, "startDelay": "PT0S", "period": "PT1S", "taskDuration": "PT1H"
+            },
+            "tuningConfig": {"type": "logstream"}
+        }
+    })
+}
+
+fn count(http: &reqwest::blocking::Client, url: &str, ds: &str) -> i64 {
+    let r = http
+        .post(format!("{url}/druid/v2/sql"))
+        .json(&json!({"query": format!("SELECT COUNT(*) AS c FROM \"{ds}\"")}))
+        .send();
+    match r {
+        Ok(r) if r.status().is_success() => r.json::<Value>().ok().and_then(|v| v[0]["c"].as_i64()).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// CPU seconds (user + system) of a process.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+fn post_supervisor(http: &reqwest::blocking::Client, url: &str, body: &Value) {
+    let r = http
+        .post(format!("{url}/druid/indexer/v1/supervisor"))
+        .json(body)
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "supervisor: {}", r.text().unwrap());
+}
+
+fn terminate(http: &reqwest::blocking::Client, url: &str, id: &str) {
+    let _ = http
+        .post(format!("{url}/druid/indexer/v1/supervisor/{id}/terminate"))
+        .send();
+}
+
+fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
+    let http = reqwest::blocking::Client::new();
+    let topic = new_topic(brokers, "bench-tput");
+    let t = Instant::now();
+    let p = producer(brokers);
+    let base = 1_600_000_000_000i64;
+    for i in 0..rows {
+        let time_ms = base + (i as i64 * 30 * 86_400_000 / rows as i64);
+        send(&p, &topic, (i % PARTITIONS as u64) as i32, &event(i, time_ms));
+        if i % 10_000 == 0 {
+            p.poll(Duration::ZERO);
+        }
+    }
+    p.flush(Duration::from_secs(120)).unwrap();
+    eprintln!("produced {rows} rows in {:.1} s", t.elapsed().as_secs_f64());
+
+    // The broker's own read rate: one consumer reading everything back.
+    let props = BTreeMap::from([("bootstrap.servers".to_string(), brokers.to_string())]);
+    let mut s = KafkaRecordSupplier::new(&props)
+        .unwrap()
+        .with_max_poll_records(10_000);
+    let parts: Vec<_> = (0..PARTITIONS).map(|p| StreamPartition::new(topic.clone(), p)).collect();
+    s.assign(&parts).unwrap();
+    for sp in &parts {
+        s.seek(sp, 0).unwrap();
+    }
+    let t = Instant::now();
+    let mut read = 0u64;
+    while read < rows {
+        read += s.poll(Duration::from_millis(200)).unwrap().len() as u64;
+        if std::env::var("BENCH_DEBUG").is_ok() {
+            eprintln!("read {read}");
+        }
+        if t.elapsed() > Duration::from_secs(30) && read == 0 {
+            panic!("the broker returns nothing");
+        }
+        assert!(t.elapsed() < Duration::from_secs(600), "broker read stalled at {read}");
+    }
+    let broker_secs = t.elapsed().as_secs_f64();
+    drop(s);
+
+    let ds = format!("tput_{}", topic.replace('-', "_"));
+    let cpu0 = cpu_seconds(pid);
+    let t = Instant::now();
+    let mut body = spec(&ds, &topic, brokers);
+    body["id"] = json!(ds);
+    post_supervisor(&http, url, &body);
+    loop {
+        let c = count(&http, url, &ds);
+        if std::env::var("BENCH_DEBUG").is_ok() {
+            eprintln!("count {c}");
+        }
+        if c as u64 >= rows {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(1800), "stalled at {c}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds(pid) - cpu0;
+    terminate(&http, url, &ds);
+    println!("| rows | broker read (1 consumer) | dolmen wall | dolmen CPU | rows/s | rows/s per core |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| {rows} | {broker_secs:.2} s ({:.0} rows/s) | {secs:.2} s | {cpu:.2} s | {:.0} | {:.0} |",
+        rows as f64 / broker_secs,
+        rows as f64 / secs,
+        rows as f64 / cpu
+    );
+}
+
+fn latency(url: &str, brokers: &str, rate: u64, seconds: u64) {
+    let http = reqwest::blocking::Client::new();
+    let topic = new_topic(brokers, "bench-lat");
+    let ds = format!("lat_{}", topic.replace('-', "_"));
+    let mut body = spec(&ds, &topic, brokers);
+    body["id"] = json!(ds);
+    post_supervisor(&http, url, &body);
+    // Wait until the supervisor's task reads (one warm-up event is visible).
+    let p = producer(brokers);
+    send(&p, &topic, 0, &event(u64::MAX, 1_600_000_000_000));
+    p.flush(Duration::from_secs(10)).unwrap();
+    let t = Instant::now();
+    while count(&http, url, &ds) < 1 {
+        assert!(t.elapsed() < Duration::from_secs(60), "supervisor did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let total = rate * seconds;
+    let produced_at: Arc<Mutex<Vec<Instant>>> = Arc::new(Mutex::new(Vec::with_capacity(total as usize)));
+    let visible: Arc<Mutex<Vec<(Instant, i64)>>> = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (visible, done, url, ds) = (Arc::clone(&visible), Arc::clone(&done), url.to_string(), ds.clone());
+        std::thread::spawn(move || {
+            let http = reqwest::blocking::Client::new();
+            while !done.load(Ordering::Relaxed) {
+                let c = count(&http, &url, &ds) - 1;
+                visible.lock().unwrap().push((Instant::now(), c));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let start = Instant::now();
+    for i in 0..total {
+        let due = start + Duration::from_nanos(i * 1_000_000_000 / rate);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        send(&p, &topic, (i % PARTITIONS as u64) as i32, &event(i, 1_600_000_000_000 + i as i64));
+        produced_at.lock().unwrap().push(Instant::now());
+        p.poll(Duration::ZERO);
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    let achieved = total as f64 / start.elapsed().as_secs_f64();
+    let t = Instant::now();
+    while visible.lock().unwrap().last().is_none_or(|(_, c)| (*c as u64) < total) {
+        assert!(t.elapsed() < Duration::from_secs(60), "not all events became visible");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done.store(true, Ordering::Relaxed);
+    poller.join().unwrap();
+    let produced = produced_at.lock().unwrap();
+    let polls = visible.lock().unwrap();
+    // Latency of event i: first poll at or after its produce time whose count exceeds i.
+    let mut lat: Vec<f64> = Vec::with_capacity(produced.len());
+    let mut j = 0;
+    for (i, at) in produced.iter().enumerate() {
+        while j < polls.len() && (polls[j].1 <= i as i64 || polls[j].0 < *at) {
+            j += 1;
+        }
+        if j < polls.len() {
+            lat.push(polls[j].0.duration_since(*at).as_secs_f64() * 1000.0);
+        }
+    }
+    lat.sort_by(f64::total_cmp);
+    let q = |p: f64| lat[((lat.len() as f64 - 1.0) * p) as usize];
+    terminate(&http, url, &ds);
+    println!("| rate (events/s, achieved) | events | p50 | p99 | max |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {rate} ({achieved:.0}) | {} | {:.0} ms | {:.0} ms | {:.0} ms |",
+        lat.len(),
+        q(0.5),
+        q(0.99),
+        q(1.0)
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let url = arg(&args, "--url");
+    let brokers = arg(&args, "--brokers");
+    let pid: u32 = arg(&args, "--pid").parse().unwrap();
+    let mode_at = args
+        .iter()
+        .position(|a| a == "throughput" || a == "latency")
+        .expect("mode: throughput ROWS | latency RATE SECONDS");
+    match args[mode_at].as_str() {
+        "throughput" => throughput(&url, &brokers, pid, args[mode_at + 1].parse().unwrap()),
+        _ => latency(
+            &url,
+            &brokers,
+            args[mode_at + 1].parse().unwrap(),
+            args[mode_at + 2].parse().unwrap(),
+        ),
+    }
+}
