@@ -73,7 +73,9 @@ fn producer(brokers: &str) -> BaseProducer {
 }
 
 fn send(p: &BaseProducer, topic: &str, partition: i32, payload: &str) {
-    let mut rec = BaseRecord::<(), str>::to(topic).payload(payload).partition(partition);
+    let mut rec = BaseRecord::<(), str>::to(topic)
+        .payload(payload)
+        .partition(partition);
     loop {
         match p.send(rec) {
             Ok(()) => return,
@@ -128,7 +130,11 @@ fn count(http: &reqwest::blocking::Client, url: &str, ds: &str) -> i64 {
         .json(&json!({"query": format!("SELECT COUNT(*) AS c FROM \"{ds}\"")}))
         .send();
     match r {
-        Ok(r) if r.status().is_success() => r.json::<Value>().ok().and_then(|v| v[0]["c"].as_i64()).unwrap_or(0),
+        Ok(r) if r.status().is_success() => r
+            .json::<Value>()
+            .ok()
+            .and_then(|v| v[0]["c"].as_i64())
+            .unwrap_or(0),
         _ => 0,
     }
 }
@@ -165,7 +171,12 @@ fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
     let base = 1_600_000_000_000i64;
     for i in 0..rows {
         let time_ms = base + (i as i64 * 30 * 86_400_000 / rows as i64);
-        send(&p, &topic, (i % PARTITIONS as u64) as i32, &event(i, time_ms));
+        send(
+            &p,
+            &topic,
+            (i % PARTITIONS as u64) as i32,
+            &event(i, time_ms),
+        );
         if i % 10_000 == 0 {
             p.poll(Duration::ZERO);
         }
@@ -178,7 +189,9 @@ fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
     let mut s = KafkaRecordSupplier::new(&props)
         .unwrap()
         .with_max_poll_records(10_000);
-    let parts: Vec<_> = (0..PARTITIONS).map(|p| StreamPartition::new(topic.clone(), p)).collect();
+    let parts: Vec<_> = (0..PARTITIONS)
+        .map(|p| StreamPartition::new(topic.clone(), p))
+        .collect();
     s.assign(&parts).unwrap();
     for sp in &parts {
         s.seek(sp, 0).unwrap();
@@ -193,7 +206,10 @@ fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
         if t.elapsed() > Duration::from_secs(30) && read == 0 {
             panic!("the broker returns nothing");
         }
-        assert!(t.elapsed() < Duration::from_secs(600), "broker read stalled at {read}");
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "broker read stalled at {read}"
+        );
     }
     let broker_secs = t.elapsed().as_secs_f64();
     drop(s);
@@ -218,7 +234,9 @@ fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
     let secs = t.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid) - cpu0;
     terminate(&http, url, &ds);
-    println!("| rows | broker read (1 consumer) | dolmen wall | dolmen CPU | rows/s | rows/s per core |");
+    println!(
+        "| rows | broker read (1 consumer) | dolmen wall | dolmen CPU | rows/s | rows/s per core |"
+    );
     println!("|---|---|---|---|---|---|");
     println!(
         "| {rows} | {broker_secs:.2} s ({:.0} rows/s) | {secs:.2} s | {cpu:.2} s | {:.0} | {:.0} |",
@@ -241,15 +259,24 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64) {
     p.flush(Duration::from_secs(10)).unwrap();
     let t = Instant::now();
     while count(&http, url, &ds) < 1 {
-        assert!(t.elapsed() < Duration::from_secs(60), "supervisor did not start");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "supervisor did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let total = rate * seconds;
-    let produced_at: Arc<Mutex<Vec<Instant>>> = Arc::new(Mutex::new(Vec::with_capacity(total as usize)));
+    let produced_at: Arc<Mutex<Vec<Instant>>> =
+        Arc::new(Mutex::new(Vec::with_capacity(total as usize)));
     let visible: Arc<Mutex<Vec<(Instant, i64)>>> = Arc::default();
     let done = Arc::new(AtomicBool::new(false));
     let poller = {
-        let (visible, done, url, ds) = (Arc::clone(&visible), Arc::clone(&done), url.to_string(), ds.clone());
+        let (visible, done, url, ds) = (
+            Arc::clone(&visible),
+            Arc::clone(&done),
+            url.to_string(),
+            ds.clone(),
+        );
         std::thread::spawn(move || {
             let http = reqwest::blocking::Client::new();
             while !done.load(Ordering::Relaxed) {
@@ -266,15 +293,28 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64) {
         if due > now {
             std::thread::sleep(due - now);
         }
-        send(&p, &topic, (i % PARTITIONS as u64) as i32, &event(i, 1_600_000_000_000 + i as i64));
+        send(
+            &p,
+            &topic,
+            (i % PARTITIONS as u64) as i32,
+            &event(i, 1_600_000_000_000 + i as i64),
+        );
         produced_at.lock().unwrap().push(Instant::now());
         p.poll(Duration::ZERO);
     }
-    p.flush(Duration::from_secs(30)).unwrap();
+    p.flush(Duration::from_secs(300)).unwrap();
     let achieved = total as f64 / start.elapsed().as_secs_f64();
     let t = Instant::now();
-    while visible.lock().unwrap().last().is_none_or(|(_, c)| (*c as u64) < total) {
-        assert!(t.elapsed() < Duration::from_secs(60), "not all events became visible");
+    while visible
+        .lock()
+        .unwrap()
+        .last()
+        .is_none_or(|(_, c)| (*c as u64) < total)
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "not all events became visible"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     done.store(true, Ordering::Relaxed);
