@@ -77,6 +77,11 @@ pub struct KafkaRecordSupplier {
     positions: BTreeMap<StreamPartition<i32>, Option<i64>>,
     /// An error met by a poll that had already read records; the next poll reports it.
     pending_error: Option<KafkaSupplierError>,
+    /// The positions changed since the consumer was last assigned: the next poll assigns them
+    /// once. Assigning on every seek made librdkafka 2.12 abort
+    /// (`rd_kafka_assignment_partition_stopped: Assertion rktp->rktp_started failed`) when a
+    /// task sought several partitions in a row, stopping partitions that had not started yet.
+    assignment_dirty: bool,
     request_timeout: Duration,
     max_poll_records: usize,
 }
@@ -203,6 +208,7 @@ impl KafkaRecordSupplier {
             bootstrap_servers,
             positions: BTreeMap::new(),
             pending_error: None,
+            assignment_dirty: false,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_poll_records: DEFAULT_MAX_POLL_RECORDS,
         })
@@ -357,7 +363,8 @@ impl RecordSupplier for KafkaRecordSupplier {
         }
         self.positions = positions;
         self.pending_error = None;
-        self.apply_assignment()
+        self.assignment_dirty = true;
+        Ok(())
     }
 
     fn assignment(&self) -> Vec<StreamPartition<i32>> {
@@ -378,7 +385,8 @@ impl RecordSupplier for KafkaRecordSupplier {
         }
         self.positions.insert(partition.clone(), Some(offset));
         self.pending_error = None;
-        self.apply_assignment()
+        self.assignment_dirty = true;
+        Ok(())
     }
 
     fn seek_to_earliest(
@@ -391,7 +399,8 @@ impl RecordSupplier for KafkaRecordSupplier {
             self.positions.insert(partition.clone(), Some(earliest));
         }
         self.pending_error = None;
-        self.apply_assignment()
+        self.assignment_dirty = true;
+        Ok(())
     }
 
     fn seek_to_latest(&mut self, partitions: &[StreamPartition<i32>]) -> SupplierResult<(), Self> {
@@ -401,12 +410,17 @@ impl RecordSupplier for KafkaRecordSupplier {
             self.positions.insert(partition.clone(), Some(latest));
         }
         self.pending_error = None;
-        self.apply_assignment()
+        self.assignment_dirty = true;
+        Ok(())
     }
 
     fn poll(&mut self, timeout: Duration) -> SupplierResult<Vec<OrderedRecord<i32, i64>>, Self> {
         if let Some(err) = self.pending_error.take() {
             return Err(err);
+        }
+        if self.assignment_dirty {
+            self.apply_assignment()?;
+            self.assignment_dirty = false;
         }
         let deadline = Instant::now() + timeout;
         let mut out = Vec::new();
