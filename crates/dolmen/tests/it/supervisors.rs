@@ -184,8 +184,18 @@ fn supervisor_reads_a_topic_realtime_hands_off_and_answers_every_endpoint() {
     assert_eq!(states[0]["detailedState"], "RUNNING");
     assert_eq!(states[0]["healthy"], true);
     assert!(states[0].get("spec").is_none());
-    // Status report.
-    let (code, st) = server.get_json(&format!("{SUP}/events/status"));
+    // Status report (latest offsets are refreshed every `period`: wait for the run after the
+    // last produce).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (code, st) = loop {
+        let (code, st) = server.get_json(&format!("{SUP}/events/status"));
+        if st["payload"]["latestOffsets"] == json!({"0": 134, "1": 133, "2": 133})
+            || Instant::now() > deadline
+        {
+            break (code, st);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(code, 200);
     let p = &st["payload"];
     assert_eq!(p["dataSource"], "events");
@@ -311,6 +321,13 @@ fn supervisor_reads_a_topic_realtime_hands_off_and_answers_every_endpoint() {
         server.post_json(&format!("{SUP}/terminateAll"), &json!({})),
         (200, json!({"status": "success"}))
     );
+    // The terminated supervisor's task hands off what it read.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.published_rows("events") < 500 {
+        assert!(Instant::now() < deadline, "terminate did not hand off");
+        assert_eq!(server.count_and_sum("events"), (500, sum_ids(0..500)));
+        std::thread::sleep(Duration::from_millis(50));
+    }
     server.terminate();
     let server = Server::start(dir.path());
     assert_eq!(server.get_json(SUP).1, json!([]));
