@@ -289,7 +289,8 @@ impl TaskSpec {
     }
 }
 
-fn random_suffix() -> String {
+/// Eight random lowercase letters, the random part of Druid's task ids.
+pub(crate) fn random_suffix() -> String {
     let mut rng = rand::rng();
     (0..8)
         .map(|_| (b'a' + rng.random_range(0..26u8)) as char)

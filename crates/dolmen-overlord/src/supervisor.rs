@@ -42,7 +42,6 @@ use dolmen_stream::kafka::KafkaRecordSupplier;
 use dolmen_stream::spec::SupervisorSpec;
 use dolmen_stream::supplier::{RecordSupplier, StreamPartition};
 use dolmen_stream::task::{LogstreamTaskSpec, offsets_from_json};
-use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -1106,7 +1105,7 @@ impl SupervisorManager {
                 "{}_{}_{}",
                 dolmen_stream::task::TASK_TYPE,
                 sup.id,
-                random_suffix()
+                crate::spec::random_suffix()
             );
             let task = LogstreamTaskSpec {
                 id: id.clone(),
@@ -1140,13 +1139,6 @@ impl SupervisorManager {
         );
         Ok(())
     }
-}
-
-fn random_suffix() -> String {
-    let mut rng = rand::rng();
-    (0..8)
-        .map(|_| (b'a' + rng.random_range(0..26u8)) as char)
-        .collect()
 }
 
 fn counters(s: &dolmen_ingest::RowStats) -> [u64; 5] {
