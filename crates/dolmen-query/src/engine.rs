@@ -343,6 +343,8 @@ impl QueryEngine {
             .with_config(config)
             .with_default_features()
             .with_analyzer_rules(analyzer_rules)
+            // Druid-style aggregation by dictionary id, after DataFusion's own rules.
+            .with_physical_optimizer_rule(Arc::new(crate::dictionary::DictionaryAggregation))
             .build();
         let ctx = SessionContext::new_with_state(state);
         crate::functions::register_druid_functions(&ctx);

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, AsArray, StringArray, UInt32Array};
 use arrow::compute::kernels::cmp::eq;
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
@@ -195,12 +195,14 @@ pub fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
 /// Kept indexes by (segment file, column); `None` records a column that has no index.
 type IndexMap = HashMap<(PathBuf, String), Option<Arc<ValueIndex>>>;
 
-/// Process-wide value indexes under a memory budget, built on first use.
+/// Process-wide value indexes under a memory budget, built on first use, and the Arrow schemas
+/// of segment files ([`ValueIndexes::file_schema`]).
 #[derive(Debug)]
 pub struct ValueIndexes {
     budget_bytes: usize,
     used_bytes: AtomicUsize,
     map: Mutex<IndexMap>,
+    schemas: Mutex<HashMap<PathBuf, SchemaRef>>,
 }
 
 impl Default for ValueIndexes {
@@ -216,7 +218,30 @@ impl ValueIndexes {
             budget_bytes,
             used_bytes: AtomicUsize::new(0),
             map: Mutex::new(HashMap::new()),
+            schemas: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The Arrow schema of the segment file `path` (what the Parquet reader produces for it,
+    /// hidden columns included), read from its footer on a blocking thread the first time and
+    /// remembered (segment files are immutable). Its metadata lists under
+    /// [`crate::dictionary::DICTIONARY_COLUMNS_KEY`] (a JSON array) the top-level string
+    /// columns whose every data page is dictionary-encoded (low-cardinality dimensions: their
+    /// column chunks' dictionaries stayed under the segment writer's limit); such columns can
+    /// be read as Arrow dictionaries at no extra cost ([`crate::dictionary`]).
+    ///
+    /// # Errors
+    /// A Parquet or I/O error reading the footer.
+    pub async fn file_schema(&self, path: &Path) -> Result<SchemaRef> {
+        if let Some(found) = lock(&self.schemas).get(path) {
+            return Ok(Arc::clone(found));
+        }
+        let p = path.to_path_buf();
+        let schema = tokio::task::spawn_blocking(move || annotated_file_schema(&p))
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))??;
+        lock(&self.schemas).insert(path.to_path_buf(), Arc::clone(&schema));
+        Ok(schema)
     }
 
     /// Memory held by the kept indexes, bytes.
@@ -259,10 +284,59 @@ impl ValueIndexes {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, IndexMap> {
-        self.map
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.map)
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// See [`ValueIndexes::file_schema`]: the file's Arrow schema with the string (`BYTE_ARRAY`
+/// with the String logical or UTF8 converted type) top-level columns whose page encoding
+/// statistics (kept as a mask by the parquet crate) list only dictionary-encoded data pages in
+/// every row group.
+fn annotated_file_schema(path: &Path) -> Result<SchemaRef> {
+    use parquet::basic::{ConvertedType, Encoding, LogicalType, Type as PhysicalType};
+    let file = std::fs::File::open(path)?;
+    let meta = parquet::file::metadata::ParquetMetaDataReader::new().parse_and_finish(&file)?;
+    let schema = meta.file_metadata().schema_descr();
+    let mut out = Vec::new();
+    for (i, column) in schema.columns().iter().enumerate() {
+        let is_string = column.path().parts().len() == 1
+            && column.physical_type() == PhysicalType::BYTE_ARRAY
+            && (matches!(column.logical_type_ref(), Some(LogicalType::String))
+                || column.converted_type() == ConvertedType::UTF8);
+        if !is_string || meta.num_row_groups() == 0 {
+            continue;
+        }
+        // The parquet crate's documented test (`page_encoding_stats_mask`): a dictionary page
+        // and only dictionary-encoded data pages.
+        let all_dictionary = meta.row_groups().iter().all(|rg| {
+            let chunk = rg.column(i);
+            chunk.dictionary_page_offset().is_some()
+                && chunk.page_encoding_stats_mask().is_some_and(|mask| {
+                    mask.is_only(Encoding::PLAIN_DICTIONARY)
+                        || mask.is_only(Encoding::RLE_DICTIONARY)
+                })
+        });
+        if all_dictionary {
+            out.push(column.name().to_string());
+        }
+    }
+    let arrow =
+        parquet::arrow::parquet_to_arrow_schema(schema, meta.file_metadata().key_value_metadata())?;
+    let mut metadata = arrow.metadata().clone();
+    if !out.is_empty() {
+        metadata.insert(
+            crate::dictionary::DICTIONARY_COLUMNS_KEY.to_string(),
+            serde_json::to_string(&out).map_err(|e| DataFusionError::External(Box::new(e)))?,
+        );
+    }
+    Ok(Arc::new(arrow::datatypes::Schema::new_with_metadata(
+        arrow.fields().clone(),
+        metadata,
+    )))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //! - [`sql_ingest`]: `INSERT` / `REPLACE` into segments; [`dml`] parses their clauses and
 //!   [`external`] is `TABLE(EXTERN(...))`.
 
+pub mod dictionary;
 pub mod dml;
 pub mod engine;
 mod extern_files;

@@ -376,8 +376,23 @@ impl TableProvider for DatasourceTable {
                 .map(|(_, _, path)| self.index_selection(path, &equalities)),
         )
         .await?;
+        // Each local file's Arrow schema, with the string columns that are dictionary-encoded
+        // throughout (remembered per file; [`crate::dictionary`] reads those as dictionaries
+        // for aggregations).
+        let file_schemas =
+            match &self.indexes {
+                Some(indexes) => {
+                    futures::future::try_join_all(loaded.iter().map(|(_, _, path)| async move {
+                        indexes.file_schema(path).await.map(Some)
+                    }))
+                    .await?
+                }
+                None => vec![None; loaded.len()],
+            };
         let mut per_entry: Vec<Vec<PartitionedFile>> = vec![Vec::new(); entries.len()];
-        for ((i, s, path), selection) in loaded.into_iter().zip(selections) {
+        for (((i, s, path), selection), file_schema) in
+            loaded.into_iter().zip(selections).zip(file_schemas)
+        {
             // The segment's row count is exact (recorded at publish), so an unfiltered
             // COUNT(*) is answered from it without reading the file.
             let stats = Statistics {
@@ -385,7 +400,10 @@ impl TableProvider for DatasourceTable {
                 total_byte_size: Precision::Exact(usize::try_from(s.size).unwrap_or(usize::MAX)),
                 column_statistics: Statistics::unknown_column(&self.schema),
             };
-            let file = PartitionedFile::new(path.to_string_lossy().to_string(), s.size);
+            let mut file = PartitionedFile::new(path.to_string_lossy().to_string(), s.size);
+            // The reader's type hints: the file's own schema, so reading is the same as
+            // without; its metadata marks the file as a segment file for crate::dictionary.
+            file.arrow_schema = file_schema;
             match selection {
                 IndexSelection::All => per_entry[i].push(file.with_statistics(Arc::new(stats))),
                 // No row of the segment matches: not read at all.
@@ -783,6 +801,9 @@ fn cast_string_literal(e: &Expr) -> Option<i64> {
 
 #[cfg(test)]
 mod realtime_tests;
+
+#[cfg(test)]
+mod dictionary_tests;
 
 #[cfg(test)]
 mod tests {

@@ -129,6 +129,79 @@ fn murmur3_128_guava(bytes: &[u8]) -> [u8; 16] {
     fastmurmur3::murmur3_x64_128(bytes, 0).to_le_bytes()
 }
 
+/// [`murmur3_128_guava`] of the UTF-16LE code units of the ASCII string `ascii`, without
+/// building them: each ASCII byte is one code unit (the byte, then 0), so every 8-byte word
+/// MurmurHash3_x64_128 reads is four bytes of `ascii` spread over 16-bit lanes. Same
+/// algorithm and constants as the reference MurmurHash3_x64_128 (Austin Appleby, public
+/// domain), seed 0; about three times faster than widening into a buffer first.
+fn murmur3_128_ascii_utf16(ascii: &[u8]) -> [u8; 16] {
+    const C1: u64 = 0x87c3_7b91_1142_53d5;
+    const C2: u64 = 0x4cf5_ad43_2745_937f;
+    /// Up to four bytes, each in the low byte of a 16-bit lane (little-endian).
+    fn widen(chars: &[u8]) -> u64 {
+        chars
+            .iter()
+            .enumerate()
+            .fold(0u64, |acc, (i, b)| acc | (u64::from(*b) << (16 * i)))
+    }
+    fn widen4(chars: &[u8; 4]) -> u64 {
+        let x = u64::from(u32::from_le_bytes(*chars));
+        (x & 0xff) | ((x & 0xff00) << 8) | ((x & 0x00ff_0000) << 16) | ((x & 0xff00_0000) << 24)
+    }
+    fn fmix(mut k: u64) -> u64 {
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        k ^ (k >> 33)
+    }
+    let (mut h1, mut h2) = (0u64, 0u64);
+    // A 16-byte block of UTF-16 is 8 chars.
+    let mut blocks = ascii.chunks_exact(8);
+    for block in &mut blocks {
+        let k1 = widen4(&[block[0], block[1], block[2], block[3]]);
+        let k2 = widen4(&[block[4], block[5], block[6], block[7]]);
+        h1 ^= k1.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
+        h1 = h1
+            .rotate_left(27)
+            .wrapping_add(h2)
+            .wrapping_mul(5)
+            .wrapping_add(0x52dc_e729);
+        h2 ^= k2.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
+        h2 = h2
+            .rotate_left(31)
+            .wrapping_add(h1)
+            .wrapping_mul(5)
+            .wrapping_add(0x3849_5ab5);
+    }
+    let tail = blocks.remainder();
+    if tail.len() > 4 {
+        h2 ^= widen(&tail[4..])
+            .wrapping_mul(C2)
+            .rotate_left(33)
+            .wrapping_mul(C1);
+    }
+    if !tail.is_empty() {
+        h1 ^= widen(&tail[..tail.len().min(4)])
+            .wrapping_mul(C1)
+            .rotate_left(31)
+            .wrapping_mul(C2);
+    }
+    let len = (ascii.len() * 2) as u64;
+    h1 ^= len;
+    h2 ^= len;
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    h1 = fmix(h1);
+    h2 = fmix(h2);
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&h1.to_le_bytes());
+    out[8..].copy_from_slice(&h2.to_le_bytes());
+    out
+}
+
 /// Druid's `HyperLogLogCollector` (version 1): the `hyperUnique` aggregator's state.
 ///
 /// Holds 2048 four-bit registers (1024 bytes) plus a register offset and one overflow register;
@@ -187,20 +260,23 @@ impl HyperLogLogCollector {
     /// units, each little-endian (`StringCardinalityAggregatorColumnSelectorStrategy`).
     /// `scratch` is reused between calls to avoid an allocation per value.
     pub fn add_unencoded_chars(&mut self, value: &str, scratch: &mut Vec<u8>) {
-        scratch.clear();
-        if value.is_ascii() {
-            // An ASCII char is one UTF-16 unit: the byte, then 0.
-            scratch.resize(value.len() * 2, 0);
-            for (pair, b) in scratch.chunks_exact_mut(2).zip(value.bytes()) {
-                pair[0] = b;
-            }
-        } else {
-            for unit in value.encode_utf16() {
-                scratch.extend_from_slice(&unit.to_le_bytes());
-            }
-        }
-        let hash = murmur3_128_guava(scratch);
+        let hash = Self::unencoded_chars_hash(value, scratch);
         self.add_hash(&hash);
+    }
+
+    /// The hash [`Self::add_unencoded_chars`] adds for `value`: Guava's
+    /// `murmur3_128().hashUnencodedChars(value)` (murmur3 x64 128 of the UTF-16 code units,
+    /// little-endian). `scratch` is reused between calls. Callers that add the same value
+    /// many times (dictionary-encoded columns) compute it once and call [`Self::add_hash`].
+    pub fn unencoded_chars_hash(value: &str, scratch: &mut Vec<u8>) -> [u8; 16] {
+        if value.is_ascii() {
+            return murmur3_128_ascii_utf16(value.as_bytes());
+        }
+        scratch.clear();
+        for unit in value.encode_utf16() {
+            scratch.extend_from_slice(&unit.to_le_bytes());
+        }
+        murmur3_128_guava(scratch)
     }
 
     /// Adds a long as Druid's `cardinality` aggregator does: `hashLong(value)` (its 8 bytes,
@@ -226,16 +302,18 @@ impl HyperLogLogCollector {
     /// lowest set bit across bytes 0..8 (see the module documentation).
     pub fn add_hash(&mut self, hash: &[u8; 16]) {
         let bucket = u16::from_be_bytes([hash[14], hash[15]]) & 0x7ff;
-        let mut position_of_1: u8 = 0;
-        for &byte in &hash[..8] {
-            if byte == 0 {
-                position_of_1 += 8;
-            } else {
-                // `ByteBitLookup.LOOKUP[b]` is the 1-based index of the lowest set bit.
-                position_of_1 += byte.trailing_zeros() as u8 + 1;
-                break;
-            }
-        }
+        // Druid scans the first 8 bytes in order for the first non-zero one and adds the
+        // 1-based index of its lowest set bit (`ByteBitLookup.LOOKUP`) to 8 per zero byte
+        // before it (64 when all are zero): the trailing zeros of those bytes as a
+        // little-endian word, plus one.
+        let word = u64::from_le_bytes([
+            hash[0], hash[1], hash[2], hash[3], hash[4], hash[5], hash[6], hash[7],
+        ]);
+        let position_of_1 = if word == 0 {
+            64
+        } else {
+            word.trailing_zeros() as u8 + 1
+        };
         self.add_position(bucket, position_of_1);
     }
 
@@ -614,6 +692,22 @@ mod tests {
         }
         let e = c.estimate();
         assert!((1900.0..2100.0).contains(&e), "{e}");
+    }
+
+    #[test]
+    fn ascii_utf16_murmur_is_murmur_of_the_widened_bytes() {
+        let text = "user-12345 The quick brown fox jumps over the lazy dog #en.wikipedia";
+        for end in 0..=text.len() {
+            for start in [0, 1, 3, 7] {
+                let s = &text[start.min(end)..end];
+                let widened: Vec<u8> = s.bytes().flat_map(|b| [b, 0]).collect();
+                assert_eq!(
+                    murmur3_128_ascii_utf16(s.as_bytes()),
+                    murmur3_128_guava(&widened),
+                    "{s:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BinaryArray};
 use arrow::compute::kernels::cast::cast;
-use arrow::datatypes::{DataType, Field, FieldRef, Float32Type, Float64Type, Int64Type};
+use arrow::datatypes::{DataType, Field, FieldRef, Float32Type, Float64Type, Int32Type, Int64Type};
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
@@ -81,6 +81,9 @@ impl AggregateUDFImpl for ApproxCountDistinct {
 struct CardinalityAccumulator {
     hll: HyperLogLogCollector,
     scratch: Vec<u8>,
+    /// The last dictionary of a dictionary-encoded input and its values' hashes (the values
+    /// array is kept so its buffers cannot be reused by another dictionary meanwhile).
+    dictionary: Option<(ArrayRef, Vec<[u8; 16]>)>,
 }
 
 impl CardinalityAccumulator {
@@ -135,6 +138,43 @@ impl CardinalityAccumulator {
                     self.add_array(&l.value(row))?;
                 }
             }
+            DataType::Dictionary(k, v)
+                if k.as_ref() == &DataType::Int32 && v.as_ref() == &DataType::Utf8 =>
+            {
+                // Each dictionary value is hashed once (per distinct dictionary: the Parquet
+                // reader shares one across a column chunk's batches), each row adds its
+                // value's hash.
+                let dict = a.as_dictionary::<Int32Type>();
+                let values = dict.values();
+                let cached = self
+                    .dictionary
+                    .as_ref()
+                    .is_some_and(|(seen, _)| crate::dictionary::same_buffers(seen, values));
+                if !cached {
+                    let strings = values.as_string::<i32>();
+                    let hashes = (0..strings.len())
+                        .map(|i| {
+                            HyperLogLogCollector::unencoded_chars_hash(
+                                strings.value(i),
+                                &mut self.scratch,
+                            )
+                        })
+                        .collect();
+                    self.dictionary = Some((Arc::clone(values), hashes));
+                }
+                let hashes = self
+                    .dictionary
+                    .as_ref()
+                    .map(|(_, h)| h.as_slice())
+                    .unwrap_or(&[]);
+                let strings = values.as_string::<i32>();
+                for k in dict.keys().iter().flatten() {
+                    let k = k as usize;
+                    if strings.is_valid(k) {
+                        self.hll.add_hash(&hashes[k]);
+                    }
+                }
+            }
             DataType::Dictionary(_, v) => {
                 let plain = cast(a, v)?;
                 self.add_array(&plain)?;
@@ -181,7 +221,13 @@ impl Accumulator for CardinalityAccumulator {
     }
 
     fn size(&self) -> usize {
-        std::mem::size_of_val(self) + 1024 + self.scratch.capacity()
+        std::mem::size_of_val(self)
+            + 1024
+            + self.scratch.capacity()
+            + self
+                .dictionary
+                .as_ref()
+                .map_or(0, |(_, h)| h.capacity() * 16)
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {

@@ -15,18 +15,18 @@ use futures::TryStreamExt;
 use crate::engine::{QueryEngine, SqlQuery};
 
 /// One row: (`__time` ISO, `page`, `added`, `channel`).
-type Row<'a> = (&'a str, &'a str, i64, Option<&'a str>);
+pub(super) type Row<'a> = (&'a str, &'a str, i64, Option<&'a str>);
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    deep: DeepStorage,
-    store: Arc<SqlMetadataStore>,
-    view: Arc<SegmentView>,
-    engine: QueryEngine,
+pub(super) struct Fixture {
+    pub(super) dir: tempfile::TempDir,
+    pub(super) deep: DeepStorage,
+    pub(super) store: Arc<SqlMetadataStore>,
+    pub(super) view: Arc<SegmentView>,
+    pub(super) engine: QueryEngine,
 }
 
 impl Fixture {
-    async fn new() -> Fixture {
+    pub(super) async fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let deep = DeepStorage::local(&dir.path().join("deep")).unwrap();
         let cache = Arc::new(SegmentCache::new(&dir.path().join("cache"), deep.clone()).unwrap());
@@ -46,7 +46,7 @@ impl Fixture {
 
     /// Writes a segment file of `rows` (with a `channel` column if any row has one); returns
     /// its path, size and columns.
-    fn write(&self, name: &str, rows: &[Row<'_>]) -> (PathBuf, u64, Vec<SegmentColumn>) {
+    pub(super) fn write(&self, name: &str, rows: &[Row<'_>]) -> (PathBuf, u64, Vec<SegmentColumn>) {
         let with_channel = rows.iter().any(|r| r.3.is_some());
         let mut columns = vec![SegmentColumn::new(
             "page",
@@ -100,7 +100,7 @@ impl Fixture {
     }
 
     /// The publish request of one segment over `interval` holding the file at `path`.
-    async fn segment_request(
+    pub(super) async fn segment_request(
         &self,
         interval: &str,
         path: &Path,
@@ -135,7 +135,7 @@ impl Fixture {
     }
 
     /// Publishes `rows` as one segment of the day `interval` and refreshes the view.
-    async fn publish(&self, name: &str, interval: &str, rows: &[Row<'_>]) {
+    pub(super) async fn publish(&self, name: &str, interval: &str, rows: &[Row<'_>]) {
         let (path, size, columns) = self.write(name, rows);
         let req = self
             .segment_request(interval, &path, size, rows.len() as u64, columns)
@@ -145,7 +145,7 @@ impl Fixture {
     }
 
     /// A hydrant of `rows` (their time range as its interval).
-    fn hydrant(&self, name: &str, sequence: u64, rows: &[Row<'_>]) -> Hydrant {
+    pub(super) fn hydrant(&self, name: &str, sequence: u64, rows: &[Row<'_>]) -> Hydrant {
         let (path, size, columns) = self.write(name, rows);
         let times = rows.iter().map(|r| parse_iso_instant(r.0).unwrap());
         Hydrant {
@@ -162,7 +162,7 @@ impl Fixture {
     }
 
     /// The rows of `sql`, every value rendered as a string (`null` for nulls).
-    async fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
+    pub(super) async fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
         let q = SqlQuery {
             query: sql.to_string(),
             ..SqlQuery::default()
@@ -198,7 +198,7 @@ impl Fixture {
         Ok(out)
     }
 
-    async fn one(&self, sql: &str) -> String {
+    pub(super) async fn one(&self, sql: &str) -> String {
         let rows = self.query(sql).await.unwrap();
         assert_eq!(rows.len(), 1, "{sql}: {rows:?}");
         assert_eq!(rows[0].len(), 1, "{sql}: {rows:?}");
