@@ -329,6 +329,8 @@ impl QueryEngine {
             crate::system::NodeInfo,
         )>,
     ) -> QueryEngine {
+        // Value indexes of loaded segments, shared by the tables and the distinct-values rule.
+        let indexes = Arc::new(crate::index::ValueIndexes::default());
         let mut config = SessionConfig::new()
             .with_create_default_catalog_and_schema(false)
             .with_default_catalog_and_schema("druid", "druid")
@@ -343,7 +345,11 @@ impl QueryEngine {
             .with_config(config)
             .with_default_features()
             .with_analyzer_rules(analyzer_rules)
-            // Druid-style aggregation by dictionary id, after DataFusion's own rules.
+            // Druid-style distinct values and aggregation by dictionary id, after DataFusion's
+            // own rules (distinct values first: they read no rows at all).
+            .with_physical_optimizer_rule(Arc::new(crate::distinct::DistinctFromIndexes::new(
+                Arc::clone(&indexes),
+            )))
             .with_physical_optimizer_rule(Arc::new(crate::dictionary::DictionaryAggregation))
             .build();
         let ctx = SessionContext::new_with_state(state);
@@ -365,7 +371,7 @@ impl QueryEngine {
         });
         ctx.register_catalog(
             "druid",
-            Arc::new(DruidCatalog::new(view, cache, routines, sys)),
+            Arc::new(DruidCatalog::new(view, cache, indexes, routines, sys)),
         );
         QueryEngine { ctx }
     }

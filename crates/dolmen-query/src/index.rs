@@ -41,6 +41,8 @@ pub struct ValueIndex {
     values: StringArray,
     /// One code per row: the position of the row's value in `values`, or [`NULL_CODE`].
     codes: UInt32Array,
+    /// Whether some row is null.
+    has_nulls: bool,
 }
 
 impl ValueIndex {
@@ -109,9 +111,11 @@ impl ValueIndex {
                 *c = remap[*c as usize];
             }
         }
+        let has_nulls = codes.contains(&NULL_CODE);
         Ok(Some(ValueIndex {
             values: StringArray::from_iter_values(distinct.iter().map(|(s, _)| s.as_str())),
             codes: UInt32Array::from(codes),
+            has_nulls,
         }))
     }
 
@@ -123,6 +127,16 @@ impl ValueIndex {
     /// Distinct non-null values.
     pub fn cardinality(&self) -> usize {
         self.values.len()
+    }
+
+    /// The distinct non-null values, sorted ascending (byte order).
+    pub fn values(&self) -> &StringArray {
+        &self.values
+    }
+
+    /// Whether some row is null.
+    pub fn has_nulls(&self) -> bool {
+        self.has_nulls
     }
 
     /// Memory held, bytes.
@@ -203,6 +217,8 @@ pub struct ValueIndexes {
     used_bytes: AtomicUsize,
     map: Mutex<IndexMap>,
     schemas: Mutex<HashMap<PathBuf, SchemaRef>>,
+    /// (file, column) pairs a background build was started for.
+    tried: Mutex<std::collections::HashSet<(PathBuf, String)>>,
 }
 
 impl Default for ValueIndexes {
@@ -219,6 +235,7 @@ impl ValueIndexes {
             used_bytes: AtomicUsize::new(0),
             map: Mutex::new(HashMap::new()),
             schemas: Mutex::new(HashMap::new()),
+            tried: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -247,6 +264,45 @@ impl ValueIndexes {
     /// Memory held by the kept indexes, bytes.
     pub fn used_bytes(&self) -> usize {
         self.used_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The index of `column` in `path` if it was built and kept: `Some(None)` when the column
+    /// has no index (not a plain string column of the file), `None` when not built (yet, or
+    /// refused by the budget). Never builds.
+    pub fn peek(&self, path: &Path, column: &str) -> Option<Option<Arc<ValueIndex>>> {
+        self.lock()
+            .get(&(path.to_path_buf(), column.to_string()))
+            .cloned()
+    }
+
+    /// Builds the indexes of `column` in `paths` one after another on a background task
+    /// (blocking threads for the reads), skipping those built or tried before; a no-op
+    /// outside a Tokio runtime. Used by [`crate::distinct`] so that distinct counts read
+    /// indexes from the next query on without making this one wait.
+    pub fn build_in_background(self: &Arc<Self>, paths: Vec<PathBuf>, column: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let todo: Vec<PathBuf> = {
+            let mut tried = lock(&self.tried);
+            paths
+                .into_iter()
+                .filter(|p| tried.insert((p.clone(), column.to_string())))
+                .collect()
+        };
+        if todo.is_empty() {
+            return;
+        }
+        let indexes = Arc::clone(self);
+        let column = column.to_string();
+        runtime.spawn(async move {
+            for path in todo {
+                if let Err(e) = indexes.get(&path, &column).await {
+                    tracing::debug!(path = %path.display(), column, error = %e,
+                        "background value index build failed");
+                }
+            }
+        });
     }
 
     /// The index of `column` in the segment file `path`, building it (on a blocking thread)

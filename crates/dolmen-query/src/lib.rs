@@ -16,6 +16,7 @@
 //!   [`external`] is `TABLE(EXTERN(...))`.
 
 pub mod dictionary;
+pub mod distinct;
 pub mod dml;
 pub mod engine;
 mod extern_files;

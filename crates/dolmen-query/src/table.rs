@@ -87,11 +87,13 @@ pub struct DruidCatalog {
 }
 
 impl DruidCatalog {
-    /// A catalog over the live segment view; `routines` are the functions `ROUTINES` lists;
+    /// A catalog over the live segment view, its tables narrowing scans with `indexes`
+    /// ([`crate::index`]); `routines` are the functions `ROUTINES` lists;
     /// `sys` is the `sys` schema (absent in engines without a metadata store).
     pub fn new(
         view: Arc<SegmentView>,
         cache: Arc<SegmentCache>,
+        indexes: Arc<ValueIndexes>,
         routines: Vec<crate::system::Routine>,
         sys: Option<crate::system::SysSchema>,
     ) -> DruidCatalog {
@@ -104,7 +106,7 @@ impl DruidCatalog {
             schema: Arc::new(DruidSchema {
                 view,
                 cache,
-                indexes: Arc::new(ValueIndexes::default()),
+                indexes,
             }),
             sys: sys.map(Arc::new),
         }

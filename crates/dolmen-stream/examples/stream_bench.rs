@@ -11,8 +11,12 @@
 //!   SECONDS while another thread polls `SELECT COUNT(*)` every 20 ms; an event's latency is the
 //!   time from its produce call to the first poll whose count includes it (an upper bound, at
 //!   most one poll interval late). Reports p50/p99/max.
+//! - `broker-latency RATE SECONDS`: the same producer, read back by one consumer directly (no
+//!   Dolmen): the broker's own produce-to-fetch latency, the floor under `latency`.
 //!
-//! Arguments: `--url http://127.0.0.1:PORT --brokers HOST:PORT --pid PID <mode> ...`.
+//! Arguments: `--url http://127.0.0.1:PORT --brokers HOST:PORT --pid PID [--batch-ms N] <mode>
+//! ...`; `--batch-ms N` lets the latency producer batch records (linger N ms), for brokers that
+//! take multi-record batches.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,16 +64,20 @@ fn event(i: u64, time_ms: i64) -> String {
     .to_string()
 }
 
-/// A producer sending one record per batch: the test broker's in-memory engine misreports
-/// offsets of multi-record batches (TEST-SERVICES.md).
-fn producer(brokers: &str) -> BaseProducer {
-    ClientConfig::new()
+/// A producer. Without `batch_ms` it sends one record per batch: the test broker's in-memory
+/// engine misreports offsets of multi-record batches (TEST-SERVICES.md). With `batch_ms` (for a
+/// broker that takes batches, such as tansu's SQLite engine) it lingers up to that many ms to
+/// batch records, as production Kafka producers do.
+fn producer(brokers: &str, batch_ms: Option<u64>) -> BaseProducer {
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", brokers)
-        .set("linger.ms", "0")
-        .set("batch.num.messages", "1")
-        .set("queue.buffering.max.messages", "1000000")
-        .create()
-        .expect("producer")
+        .set("queue.buffering.max.messages", "1000000");
+    match batch_ms {
+        Some(ms) => config.set("linger.ms", ms.to_string()),
+        None => config.set("linger.ms", "0").set("batch.num.messages", "1"),
+    };
+    config.create().expect("producer")
 }
 
 fn send(p: &BaseProducer, topic: &str, partition: i32, payload: &str) {
@@ -167,7 +175,7 @@ fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
     let http = reqwest::blocking::Client::new();
     let topic = new_topic(brokers, "bench-tput");
     let t = Instant::now();
-    let p = producer(brokers);
+    let p = producer(brokers, None);
     let base = 1_600_000_000_000i64;
     for i in 0..rows {
         let time_ms = base + (i as i64 * 30 * 86_400_000 / rows as i64);
@@ -246,7 +254,7 @@ fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
     );
 }
 
-fn latency(url: &str, brokers: &str, rate: u64, seconds: u64) {
+fn latency(url: &str, brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u64>) {
     let http = reqwest::blocking::Client::new();
     let topic = new_topic(brokers, "bench-lat");
     let ds = format!("lat_{}", topic.replace('-', "_"));
@@ -254,7 +262,7 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64) {
     body["id"] = json!(ds);
     post_supervisor(&http, url, &body);
     // Wait until the supervisor's task reads (one warm-up event is visible).
-    let p = producer(brokers);
+    let p = producer(brokers, batch_ms);
     send(&p, &topic, 0, &event(u64::MAX, 1_600_000_000_000));
     p.flush(Duration::from_secs(10)).unwrap();
     let t = Instant::now();
@@ -286,19 +294,16 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64) {
             }
         })
     };
+    // Payloads are built before the clock starts: the producing loop only sends.
+    let payloads = payloads(total);
     let start = Instant::now();
-    for i in 0..total {
-        let due = start + Duration::from_nanos(i * 1_000_000_000 / rate);
+    for (i, payload) in payloads.iter().enumerate() {
+        let due = start + Duration::from_nanos(i as u64 * 1_000_000_000 / rate);
         let now = Instant::now();
         if due > now {
             std::thread::sleep(due - now);
         }
-        send(
-            &p,
-            &topic,
-            (i % PARTITIONS as u64) as i32,
-            &event(i, 1_600_000_000_000 + i as i64),
-        );
+        send(&p, &topic, (i as u64 % PARTITIONS as u64) as i32, payload);
         produced_at.lock().unwrap().push(Instant::now());
         p.poll(Duration::ZERO);
     }
@@ -346,22 +351,124 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64) {
     );
 }
 
+/// Events `0..total` as JSON payloads (time = 2020-09-13 + i ms).
+fn payloads(total: u64) -> Vec<String> {
+    (0..total)
+        .map(|i| event(i, 1_600_000_000_000 + i as i64))
+        .collect()
+}
+
+/// The `seq` field of an event payload ([`event`]), without a JSON
+/// parse.
+fn seq_of(payload: &[u8]) -> usize {
+    let text = std::str::from_utf8(payload).unwrap();
+    let at = text.rfind("\"seq\":").unwrap() + 6;
+    text[at..]
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .fold(0usize, |n, d| n * 10 + usize::from(d - b'0'))
+}
+
+/// The broker's own produce-to-fetch latency at `rate` events/s for `seconds`: the same
+/// producer as `latency`, and one consumer (`KafkaRecordSupplier`, as Dolmen's tasks read)
+/// timing each record from its produce call to its arrival. The floor under Dolmen's latency.
+fn broker_latency(brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u64>) {
+    let topic = new_topic(brokers, "bench-blat");
+    let total = rate * seconds;
+    let produced_at: Arc<Mutex<Vec<Option<Instant>>>> =
+        Arc::new(Mutex::new(vec![None; total as usize]));
+    let mut props = BTreeMap::from([("bootstrap.servers".to_string(), brokers.to_string())]);
+    if let Ok(ms) = std::env::var("BENCH_FETCH_WAIT_MS") {
+        props.insert("fetch.wait.max.ms".to_string(), ms);
+    }
+    let mut s = KafkaRecordSupplier::new(&props)
+        .unwrap()
+        .with_max_poll_records(10_000);
+    let parts: Vec<_> = (0..PARTITIONS)
+        .map(|p| StreamPartition::new(topic.clone(), p))
+        .collect();
+    s.assign(&parts).unwrap();
+    for sp in &parts {
+        s.seek(sp, 0).unwrap();
+    }
+    let producer_thread = {
+        let (produced_at, topic, brokers) =
+            (Arc::clone(&produced_at), topic.clone(), brokers.to_string());
+        std::thread::spawn(move || {
+            let p = producer(&brokers, batch_ms);
+            let payloads = payloads(total);
+            let start = Instant::now();
+            for (i, payload) in payloads.iter().enumerate() {
+                let due = start + Duration::from_nanos(i as u64 * 1_000_000_000 / rate);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                produced_at.lock().unwrap()[i] = Some(Instant::now());
+                send(&p, &topic, (i as u64 % PARTITIONS as u64) as i32, payload);
+                p.poll(Duration::ZERO);
+            }
+            p.flush(Duration::from_secs(300)).unwrap();
+            total as f64 / start.elapsed().as_secs_f64()
+        })
+    };
+    let mut lat: Vec<f64> = Vec::with_capacity(total as usize);
+    let t = Instant::now();
+    while (lat.len() as u64) < total {
+        for r in s.poll(Duration::from_millis(50)).unwrap() {
+            let arrived = Instant::now();
+            let seq = seq_of(r.value.as_deref().unwrap_or_default());
+            if let Some(at) = produced_at.lock().unwrap()[seq] {
+                lat.push(arrived.duration_since(at).as_secs_f64() * 1000.0);
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(seconds + 120),
+            "broker read stalled at {}",
+            lat.len()
+        );
+    }
+    let achieved = producer_thread.join().unwrap();
+    lat.sort_by(f64::total_cmp);
+    let q = |p: f64| lat[((lat.len() as f64 - 1.0) * p) as usize];
+    println!("| broker only: rate (events/s, achieved) | events | p50 | p99 | max |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {rate} ({achieved:.0}) | {} | {:.0} ms | {:.0} ms | {:.0} ms |",
+        lat.len(),
+        q(0.5),
+        q(0.99),
+        q(1.0)
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let url = arg(&args, "--url");
     let brokers = arg(&args, "--brokers");
     let pid: u32 = arg(&args, "--pid").parse().unwrap();
+    let batch_ms: Option<u64> = args
+        .iter()
+        .position(|a| a == "--batch-ms")
+        .map(|i| args[i + 1].parse().expect("--batch-ms N"));
     let mode_at = args
         .iter()
-        .position(|a| a == "throughput" || a == "latency")
-        .expect("mode: throughput ROWS | latency RATE SECONDS");
+        .position(|a| a == "throughput" || a == "latency" || a == "broker-latency")
+        .expect("mode: throughput ROWS | latency RATE SECONDS | broker-latency RATE SECONDS");
     match args[mode_at].as_str() {
         "throughput" => throughput(&url, &brokers, pid, args[mode_at + 1].parse().unwrap()),
+        "broker-latency" => broker_latency(
+            &brokers,
+            args[mode_at + 1].parse().unwrap(),
+            args[mode_at + 2].parse().unwrap(),
+            batch_ms,
+        ),
         _ => latency(
             &url,
             &brokers,
             args[mode_at + 1].parse().unwrap(),
             args[mode_at + 2].parse().unwrap(),
+            batch_ms,
         ),
     }
 }

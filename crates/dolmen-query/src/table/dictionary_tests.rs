@@ -203,3 +203,118 @@ async fn a_column_whose_dictionary_overflowed_is_read_as_strings() {
         vec![vec!["#en".to_string(), "5".to_string()]]
     );
 }
+
+/// The rows of `sql` with `useApproximateCountDistinct` off.
+async fn exact(f: &Fixture, sql: &str) -> Vec<Vec<String>> {
+    let q = crate::engine::SqlQuery {
+        query: sql.into(),
+        context: Some(
+            serde_json::json!({"useApproximateCountDistinct": false})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ),
+        ..Default::default()
+    };
+    let result = f.engine.execute(&q).await.unwrap();
+    let batches: Vec<arrow::record_batch::RecordBatch> =
+        futures::TryStreamExt::try_collect(result.stream)
+            .await
+            .unwrap();
+    let mut out = Vec::new();
+    for b in batches {
+        let cols: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8).unwrap())
+            .collect();
+        for i in 0..b.num_rows() {
+            use arrow::array::{Array, AsArray};
+            out.push(
+                cols.iter()
+                    .map(|c| {
+                        let s = c.as_string::<i32>();
+                        if s.is_valid(i) {
+                            s.value(i).to_string()
+                        } else {
+                            "null".to_string()
+                        }
+                    })
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn distinct_counts_read_value_indexes_once_built() {
+    let f = Fixture::new().await;
+    f.publish(
+        "d1",
+        "2024-01-01/2024-01-02",
+        &[
+            ("2024-01-01T01:00:00Z", "a", 1, Some("#en")),
+            ("2024-01-01T02:00:00Z", "b", 2, Some("#fr")),
+            ("2024-01-01T03:00:00Z", "a", 3, None),
+        ],
+    )
+    .await;
+    f.publish(
+        "d2",
+        "2024-01-02/2024-01-03",
+        &[
+            ("2024-01-02T01:00:00Z", "c", 10, Some("#de")),
+            ("2024-01-02T02:00:00Z", "a", 20, Some("#en")),
+        ],
+    )
+    .await;
+    // No channel column at all: its rows are nulls.
+    f.publish(
+        "d3",
+        "2024-01-03/2024-01-04",
+        &[("2024-01-03T01:00:00Z", "z", 100, None)],
+    )
+    .await;
+    let distinct = "SELECT COUNT(DISTINCT channel), COUNT(DISTINCT page) FROM rt";
+    let approx = "SELECT APPROX_COUNT_DISTINCT(channel) FROM rt";
+    let listing = "SELECT DISTINCT channel FROM rt ORDER BY channel";
+    let rows = |v: &[&[&str]]| -> Vec<Vec<String>> {
+        v.iter()
+            .map(|r| r.iter().map(|s| s.to_string()).collect())
+            .collect()
+    };
+    // The first query scans rows and starts building the indexes in the background.
+    assert!(!plan(&f, listing).await.contains("DistinctValuesExec"));
+    let mut built = false;
+    for _ in 0..200 {
+        if plan(&f, listing).await.contains("DistinctValuesExec") {
+            built = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(built, "the value indexes were never used");
+    assert_eq!(
+        f.query(listing).await.unwrap(),
+        rows(&[&["#de"], &["#en"], &["#fr"], &["null"]])
+    );
+    assert_eq!(exact(&f, distinct).await, rows(&[&["3", "4"]]));
+    assert!(plan(&f, approx).await.contains("DistinctValuesExec"));
+    assert_eq!(f.query(approx).await.unwrap(), rows(&[&["3"]]));
+    // Same answers through the row scan.
+    assert_eq!(
+        f.query("SELECT APPROX_COUNT_DISTINCT(channel || '') FROM rt")
+            .await
+            .unwrap(),
+        rows(&[&["3"]])
+    );
+    // A time filter keeps the row scan.
+    let filtered = "SELECT DISTINCT channel FROM rt WHERE __time >= TIMESTAMP '2024-01-02 00:00:00' \
+                    ORDER BY channel";
+    assert!(!plan(&f, filtered).await.contains("DistinctValuesExec"));
+    assert_eq!(
+        f.query(filtered).await.unwrap(),
+        rows(&[&["#de"], &["#en"], &["null"]])
+    );
+}
