@@ -19,6 +19,7 @@
 //! | `TIMESTAMPADD(unit, n, ts)` | `TIME_SHIFT(ts, 'PT1H', n)` | not in DataFusion |
 //! | `TIMESTAMPDIFF(unit, a, b)` | `(TIMESTAMP_TO_MILLIS(b) - TIMESTAMP_TO_MILLIS(a)) / ms` or `SUBTRACT_MONTHS(b, a) / k` | not in DataFusion |
 //! | `COUNT(DISTINCT x)` with `useApproximateCountDistinct` | `APPROX_COUNT_DISTINCT(x)` | Druid's default: approximate |
+//! | `JSON_VALUE(x, path RETURNING BIGINT)` | `TRY_CAST(TRY_CAST(JSON_VALUE(x, path) AS DOUBLE) AS BIGINT)` (`DOUBLE`/`FLOAT`: one `TRY_CAST`; `VARCHAR`: none) | DataFusion's planner rejects the clause |
 //!
 //! When planning ([`sql_to_logical_plan`]), unaliased select items that are not column
 //! references are also named `EXPR$n`, as Calcite names them (see [`crate::naming`]).
@@ -42,9 +43,10 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, CeilFloorKind, DataType as SqlDataType, DateTimeField, DuplicateTreatment,
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
-    ObjectName, Statement, TimezoneInfo, Value, visit_expressions_mut,
+    BinaryOperator, CastKind, CeilFloorKind, DataType as SqlDataType, DateTimeField,
+    DuplicateTreatment, ExactNumberInfo, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentClause, FunctionArgumentList, FunctionArguments, Ident, ObjectName, Statement,
+    TimezoneInfo, Value, visit_expressions_mut,
 };
 
 use dolmen_common::time::parse_iso_in_zone;
@@ -422,6 +424,65 @@ fn with_zone(mut args: Vec<Expr>, pos: usize, tz: Option<&Zone>) -> Vec<Expr> {
 }
 
 /// Rewrites one expression node (children have already been visited).
+/// `JSON_VALUE(expr, path RETURNING type)` (Druid: the value at `path` as `type`, null when it
+/// does not convert) as `JSON_VALUE(expr, path)` (VARCHAR) converted with `TRY_CAST`:
+/// integer types through `DOUBLE` first, so `1.5` gives 1 as Druid's long coercion of a
+/// decimal does; `VARCHAR`/`CHAR`/`STRING` as they are. Other types (arrays, booleans) are a
+/// plan error naming the clause.
+fn rewrite_json_value_returning(expr: &mut Expr) -> Result<()> {
+    let Expr::Function(f) = expr else {
+        return Ok(());
+    };
+    let FunctionArguments::List(list) = &mut f.args else {
+        return Ok(());
+    };
+    let mut returning = None;
+    list.clauses.retain(|c| match c {
+        FunctionArgumentClause::JsonReturningClause(r) => {
+            returning = Some(r.data_type.clone());
+            false
+        }
+        _ => true,
+    });
+    let Some(data_type) = returning else {
+        return Ok(());
+    };
+    let value = std::mem::replace(expr, null_lit());
+    let try_cast = |e: Expr, t: SqlDataType| Expr::Cast {
+        kind: CastKind::TryCast,
+        expr: Box::new(e),
+        data_type: t,
+        array: false,
+        format: None,
+    };
+    *expr = match &data_type {
+        SqlDataType::BigInt(_)
+        | SqlDataType::Int(_)
+        | SqlDataType::Integer(_)
+        | SqlDataType::SmallInt(_)
+        | SqlDataType::TinyInt(_) => try_cast(
+            try_cast(value, SqlDataType::Double(ExactNumberInfo::None)),
+            data_type,
+        ),
+        SqlDataType::Double(_)
+        | SqlDataType::DoublePrecision
+        | SqlDataType::Float(_)
+        | SqlDataType::Real
+        | SqlDataType::Decimal(_)
+        | SqlDataType::Numeric(_) => try_cast(value, data_type),
+        SqlDataType::Varchar(_)
+        | SqlDataType::Char(_)
+        | SqlDataType::String(_)
+        | SqlDataType::Text => value,
+        other => {
+            return Err(plan_error(format!(
+                "JSON_VALUE(... RETURNING {other}) is not supported: RETURNING takes BIGINT, INTEGER, DOUBLE, FLOAT, REAL, DECIMAL or VARCHAR"
+            )));
+        }
+    };
+    Ok(())
+}
+
 fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
     let tz = opts.zone();
     match expr {
@@ -498,6 +559,13 @@ fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
                     .is_some_and(|n| AGGREGATE_ALIASES.contains(&n)) =>
         {
             rewrite_aggregate_alias(f)?;
+        }
+        Expr::Function(f)
+            if ident_name(f).as_deref() == Some("json_value")
+                && matches!(&f.args, FunctionArguments::List(l)
+                    if l.clauses.iter().any(|c| matches!(c, FunctionArgumentClause::JsonReturningClause(_)))) =>
+        {
+            rewrite_json_value_returning(expr)?;
         }
         Expr::Function(f) if f.over.is_none() && f.filter.is_none() => {
             let Some(name) = ident_name(f) else {
@@ -1163,6 +1231,33 @@ mod tests {
             .await
             .is_err()
         );
+    }
+
+    #[tokio::test]
+    async fn json_value_returning() {
+        let ctx = ctx();
+        let q = |ret: &str| {
+            format!(
+                "SELECT JSON_VALUE(PARSE_JSON('{{\"i\":7,\"d\":1.5,\"s\":\"x\",\"n\":\"12\"}}'), '$.i' RETURNING {ret}), \
+                 JSON_VALUE(PARSE_JSON('{{\"d\":1.5}}'), '$.d' RETURNING {ret}), \
+                 JSON_VALUE(PARSE_JSON('{{\"s\":\"x\"}}'), '$.s' RETURNING {ret}), \
+                 JSON_VALUE(PARSE_JSON('{{\"n\":\"12\"}}'), '$.n' RETURNING {ret})"
+            )
+        };
+        assert_eq!(
+            rows(&ctx, &q("BIGINT"), &utc()).await,
+            vec![vec!["7", "1", "null", "12"]]
+        );
+        assert_eq!(
+            rows(&ctx, &q("DOUBLE"), &utc()).await,
+            vec![vec!["7.0", "1.5", "null", "12.0"]]
+        );
+        assert_eq!(
+            rows(&ctx, &q("VARCHAR"), &utc()).await,
+            vec![vec!["7", "1.5", "x", "12"]]
+        );
+        let err = plan_sql(&ctx, &q("BOOLEAN")).await.unwrap_err().to_string();
+        assert!(err.contains("RETURNING BOOLEAN"), "{err}");
     }
 
     #[tokio::test]
