@@ -40,6 +40,7 @@
 
 pub mod approx;
 pub mod arrays;
+pub mod complex;
 pub mod period;
 pub mod scalar;
 pub mod sketches;
@@ -241,6 +242,7 @@ pub fn register_druid_functions(ctx: &SessionContext) {
         .into_iter()
         .chain(arrays::udfs())
         .chain(sketches::udfs())
+        .chain([complex::decode_base64_complex()])
     {
         ctx.register_udf(udf);
     }
