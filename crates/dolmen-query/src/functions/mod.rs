@@ -41,6 +41,7 @@
 pub mod approx;
 pub mod arrays;
 pub mod complex;
+pub mod histogram;
 pub mod period;
 pub mod scalar;
 pub mod sketches;
@@ -238,6 +239,7 @@ pub fn register_druid_functions(ctx: &SessionContext) {
         ctx.register_udf(udf);
     }
     ctx.register_udaf(approx::approx_count_distinct());
+    ctx.register_udaf(histogram::approx_quantile_fixed_buckets());
     for udf in scalar::udfs()
         .into_iter()
         .chain(arrays::udfs())
