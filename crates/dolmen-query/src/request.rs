@@ -22,6 +22,12 @@
 //! so positions still match), which is parsed as the query; [`RequestSql::dml`] carries the
 //! clauses. `TABLE(EXTERN(...)) [EXTEND] (...)` is rewritten first
 //! ([`crate::external::rewrite_extern`]).
+//!
+//! Two SQL-standard argument forms Druid (Calcite) takes but DataFusion's parser does not are
+//! rewritten on tokens too ([`rewrite_standard_forms`]): `JSON_OBJECT(KEY k VALUE v, ...)`
+//! (also `k VALUE v` and `k: v`) becomes `JSON_OBJECT(k, v, ...)` (blanked in place), and `POSITION(a IN b FROM n)` becomes
+//! the same search on `SUBSTR(b, GREATEST(n, 1))`, shifted back (0 when not found; Druid's
+//! `strpos(b, a, n - 1) + 1`, where a start before 1 searches from the beginning).
 
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::context::SessionState;
@@ -69,6 +75,7 @@ pub fn parse_request_sql(state: &SessionState, sql: &str) -> Result<RequestSql> 
     let dialect = dialect_from_str(dialect_name)
         .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect {dialect_name}")))?;
     let text = crate::external::rewrite_extern(sql, dialect.as_ref())?;
+    let text = rewrite_standard_forms(&text, dialect.as_ref())?;
     let (text, explain) = blank_explain_plan_for(&text, dialect.as_ref())?;
     let (text, parameter_count) = number_placeholders(&text, dialect.as_ref())?;
     let (text, dml) = split_dml(&text, dialect.as_ref())?;
@@ -295,6 +302,141 @@ fn blank_explain_plan_for(
     Ok((out, true))
 }
 
+/// The byte offset of a tokenizer location (1-based line and character column) in `sql`;
+/// `sql.len()` for a location past the end.
+fn byte_offset(sql: &str, at: Location) -> usize {
+    byte_offsets(sql, &[at])
+        .first()
+        .copied()
+        .unwrap_or(sql.len())
+}
+
+/// See the module docs: `JSON_OBJECT(KEY k VALUE v, ...)` and `POSITION(a IN b FROM n)`
+/// rewritten to forms DataFusion parses. Text without those function names is returned
+/// unchanged without tokenizing; nested occurrences inside a rewritten `POSITION` keep their
+/// original text.
+///
+/// # Errors
+/// A tokenizer error as a SQL error.
+fn rewrite_standard_forms(
+    sql: &str,
+    dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
+) -> Result<String> {
+    let lower = sql.to_ascii_lowercase();
+    if !lower.contains("json_object") && !lower.contains("position") {
+        return Ok(sql.to_string());
+    }
+    let tokens = Tokenizer::new(dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
+    let words: Vec<_> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    let is_word = |i: usize, w: &str| {
+        matches!(words.get(i).map(|t| &t.token),
+            Some(Token::Word(word)) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w))
+    };
+    // (start byte, end byte, replacement), possibly nested.
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    for i in 0..words.len() {
+        let json = is_word(i, "json_object");
+        let position = is_word(i, "position");
+        if !(json || position) || !matches!(words.get(i + 1).map(|t| &t.token), Some(Token::LParen))
+        {
+            continue;
+        }
+        // Tokens at depth 1 inside the call's parentheses, and the closing one.
+        let mut depth = 0usize;
+        let mut top: Vec<usize> = Vec::new();
+        let mut close = None;
+        for (j, t) in words.iter().enumerate().skip(i + 1) {
+            match t.token {
+                Token::LParen => depth += 1,
+                Token::RParen => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(j);
+                        break;
+                    }
+                }
+                _ if depth == 1 => top.push(j),
+                _ => {}
+            }
+        }
+        let Some(close) = close else { continue };
+        let span = |j: usize| {
+            (
+                byte_offset(sql, words[j].span.start),
+                byte_offset(sql, words[j].span.end),
+            )
+        };
+        if json {
+            // Each argument `[KEY] k VALUE v` or `k: v`: the first VALUE word (or colon) after
+            // the argument's first token becomes a comma, and a leading KEY (with more before
+            // VALUE) goes.
+            for arg in top.split(|&j| matches!(words[j].token, Token::Comma)) {
+                let Some(v) = arg
+                    .iter()
+                    .skip(1)
+                    .position(|&j| is_word(j, "value") || matches!(words[j].token, Token::Colon))
+                else {
+                    continue;
+                };
+                let v = v + 1;
+                let (a, b) = span(arg[v]);
+                edits.push((a, b, format!(",{}", " ".repeat(b - a - 1))));
+                if is_word(arg[0], "key") && v > 1 {
+                    let (a, b) = span(arg[0]);
+                    edits.push((a, b, " ".repeat(b - a)));
+                }
+            }
+        } else {
+            let (Some(&in_at), Some(&from_at)) = (
+                top.iter().find(|&&j| is_word(j, "in")),
+                top.iter().find(|&&j| is_word(j, "from")),
+            ) else {
+                continue;
+            };
+            if !(i + 2 < in_at && in_at < from_at && from_at + 1 < close) {
+                continue;
+            }
+            let text = |from: usize, to: usize| {
+                let a = byte_offset(sql, words[from].span.start);
+                let b = byte_offset(sql, words[to].span.end);
+                sql[a..b].to_string()
+            };
+            let needle = text(i + 2, in_at - 1);
+            let haystack = text(in_at + 1, from_at - 1);
+            let start = text(from_at + 1, close - 1);
+            let found = format!("STRPOS(SUBSTR(({haystack}), GREATEST(({start}), 1)), ({needle}))");
+            let replacement = format!(
+                "(CASE WHEN {found} = 0 THEN 0 ELSE {found} + GREATEST(({start}), 1) - 1 END)"
+            );
+            let (a, _) = span(i);
+            let (_, b) = span(close);
+            edits.push((a, b, replacement));
+        }
+    }
+    if edits.is_empty() {
+        return Ok(sql.to_string());
+    }
+    edits.sort_by_key(|e| e.0);
+    let mut out = String::with_capacity(sql.len() + 64);
+    let mut at = 0;
+    for (a, b, replacement) in edits {
+        if a < at {
+            // Inside an outer rewritten span: its original text was used.
+            continue;
+        }
+        out.push_str(&sql[at..a]);
+        out.push_str(&replacement);
+        at = b;
+    }
+    out.push_str(&sql[at..]);
+    Ok(out)
+}
+
 /// Rewrites each `?` placeholder token of `sql` to `$1`, `$2`, ... in text order; returns the
 /// new text and the count. Text without `?` tokens is returned unchanged.
 ///
@@ -359,6 +501,85 @@ fn byte_offsets(sql: &str, locations: &[Location]) -> Vec<usize> {
 mod tests {
     use super::*;
     use datafusion::prelude::SessionContext;
+
+    fn standard(sql: &str) -> String {
+        let dialect = dialect_from_str("generic").unwrap();
+        rewrite_standard_forms(sql, dialect.as_ref()).unwrap()
+    }
+
+    /// The single value of `sql` (after the rewrite) as text.
+    async fn value(sql: &str) -> String {
+        let ctx = SessionContext::new();
+        crate::functions::register_druid_functions(&ctx);
+        let batches = crate::rewrite::plan_sql(&ctx, &standard(sql))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let c =
+            arrow::compute::cast(batches[0].column(0), &arrow::datatypes::DataType::Utf8).unwrap();
+        use arrow::array::{Array, AsArray};
+        let c = c.as_string::<i32>();
+        if c.is_valid(0) {
+            c.value(0).to_string()
+        } else {
+            "null".to_string()
+        }
+    }
+
+    #[test]
+    fn json_object_key_value_is_blanked_in_place() {
+        let sql = "SELECT JSON_OBJECT(KEY 'a' VALUE 1, KEY 'b' VALUE x) FROM t";
+        let out = standard(sql);
+        assert_eq!(
+            out,
+            "SELECT JSON_OBJECT(    'a' ,     1,     'b' ,     x) FROM t"
+        );
+        assert_eq!(out.len(), sql.len(), "positions are kept");
+        // KEY is optional; columns named key or value stay.
+        assert_eq!(
+            standard("SELECT JSON_OBJECT('a' VALUE value, 'k', key)"),
+            "SELECT JSON_OBJECT('a' ,     value, 'k', key)"
+        );
+        assert_eq!(
+            standard("SELECT JSON_OBJECT('a': 1)"),
+            "SELECT JSON_OBJECT('a', 1)"
+        );
+        let plain = "SELECT JSON_OBJECT('a', 1), json_object_x(key) FROM t";
+        assert_eq!(standard(plain), plain);
+    }
+
+    #[tokio::test]
+    async fn json_object_key_value_builds_the_object() {
+        assert_eq!(
+            value("SELECT TO_JSON_STRING(JSON_OBJECT(KEY 'a' VALUE 1, KEY 'b' VALUE 'x'))").await,
+            r#"{"a":1,"b":"x"}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn position_from_searches_from_the_start_index() {
+        for (sql, want) in [
+            ("SELECT POSITION('b' IN 'abcb' FROM 3)", "4"),
+            ("SELECT POSITION('b' IN 'abcb' FROM 1)", "2"),
+            ("SELECT POSITION('b' IN 'abcb' FROM 0)", "2"),
+            ("SELECT POSITION('b' IN 'abcb' FROM 10)", "0"),
+            ("SELECT POSITION('z' IN 'abcb' FROM 2)", "0"),
+            (
+                "SELECT POSITION('b' IN CAST(NULL AS VARCHAR) FROM 2)",
+                "null",
+            ),
+            ("SELECT POSITION('b' IN 'abcb')", "2"),
+            // Nested calls and expressions in every part.
+            (
+                "SELECT POSITION(LOWER('B') IN CONCAT('ab', 'cb') FROM 1 + 2)",
+                "4",
+            ),
+        ] {
+            assert_eq!(value(sql).await, want, "{sql}");
+        }
+    }
 
     fn parse(sql: &str) -> Result<RequestSql> {
         parse_request_sql(&SessionContext::new().state(), sql)
