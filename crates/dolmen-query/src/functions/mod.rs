@@ -40,6 +40,7 @@
 
 pub mod approx;
 pub mod arrays;
+pub mod bloom;
 pub mod complex;
 pub mod histogram;
 pub mod period;
@@ -240,11 +241,12 @@ pub fn register_druid_functions(ctx: &SessionContext) {
     }
     ctx.register_udaf(approx::approx_count_distinct());
     ctx.register_udaf(histogram::approx_quantile_fixed_buckets());
+    ctx.register_udaf(bloom::bloom_filter());
     for udf in scalar::udfs()
         .into_iter()
         .chain(arrays::udfs())
         .chain(sketches::udfs())
-        .chain([complex::decode_base64_complex()])
+        .chain([complex::decode_base64_complex(), bloom::bloom_filter_test()])
     {
         ctx.register_udf(udf);
     }
