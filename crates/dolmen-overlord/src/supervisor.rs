@@ -735,9 +735,18 @@ impl SupervisorManager {
                 }
             }
         }
-        for t in &group.tasks {
-            if let Some(c) = self.overlord.stream_control(t) {
-                c.set_end_offsets(&end);
+        // A task may have read on since its position was taken: `set_end_offsets` raises the
+        // end to where it is. The group's end (where the next tasks start) must be the end in
+        // effect, so raise every replica to the highest one again; after the first round no
+        // task reads past its end, so the second round is final.
+        for _ in 0..2 {
+            for t in &group.tasks {
+                if let Some(c) = self.overlord.stream_control(t) {
+                    for (p, o) in c.set_end_offsets(&end) {
+                        let e = end.entry(p).or_insert(o);
+                        *e = (*e).max(o);
+                    }
+                }
             }
         }
         tracing::info!(group = g, end = ?end, "task group handing off");

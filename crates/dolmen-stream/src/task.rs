@@ -563,10 +563,20 @@ where
             }
         }
         for r in records {
-            if let Some(end) = &end
-                && end.get(&r.partition).is_some_and(|e| r.offset >= *e)
+            // The end offsets may have been set while the poll waited: decide against the
+            // current ones, and advance the position in the same critical section, so the
+            // supervisor's end (raised to the position) and what this task keeps never
+            // overlap with the next task's start.
             {
-                continue;
+                let mut s = env.control.lock();
+                if s.end
+                    .as_ref()
+                    .and_then(|e| e.get(&r.partition))
+                    .is_some_and(|e| r.offset >= *e)
+                {
+                    continue;
+                }
+                s.current.insert(r.partition, r.offset + 1);
             }
             if let Some(v) = &r.value {
                 let file = match &mut current_file {
@@ -581,7 +591,6 @@ where
                 };
                 file.append(v)?;
             }
-            env.control.lock().current.insert(r.partition, r.offset + 1);
         }
         let due = current_file.as_ref().is_some_and(|f| {
             f.records >= max_rows_in_memory || last_hydrant.elapsed() >= HYDRANT_PERIOD

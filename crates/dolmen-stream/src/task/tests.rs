@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::memory::MemoryStreams;
+use crate::supplier::{RecordOf, SupplierResult};
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -385,4 +386,89 @@ async fn small_hydrants_are_merged_without_changing_what_queries_see() {
     run.await.unwrap().unwrap();
     assert_eq!(visible(&f.view), (100, (0..100).sum::<i64>()));
     assert!(f.view.snapshot("rt").unwrap().hydrants.is_empty());
+}
+
+/// A supplier that sets the task's end offsets to its position at the start of its `at`-th
+/// poll, as the supervisor does when it hands a group off while the task waits in a poll.
+#[derive(Debug)]
+struct EndDuringPoll {
+    inner: crate::memory::MemorySupplier,
+    control: Arc<TaskControl>,
+    polls: usize,
+    at: usize,
+}
+
+impl RecordSupplier for EndDuringPoll {
+    type PartitionId = i32;
+    type SequenceNumber = i64;
+
+    fn partition_ids(&self, stream: &str) -> SupplierResult<Vec<i32>, Self> {
+        self.inner.partition_ids(stream)
+    }
+    fn assign(&mut self, partitions: &[StreamPartition<i32>]) -> SupplierResult<(), Self> {
+        self.inner.assign(partitions)
+    }
+    fn assignment(&self) -> Vec<StreamPartition<i32>> {
+        self.inner.assignment()
+    }
+    fn seek(&mut self, partition: &StreamPartition<i32>, offset: i64) -> SupplierResult<(), Self> {
+        self.inner.seek(partition, offset)
+    }
+    fn seek_to_earliest(
+        &mut self,
+        partitions: &[StreamPartition<i32>],
+    ) -> SupplierResult<(), Self> {
+        self.inner.seek_to_earliest(partitions)
+    }
+    fn seek_to_latest(&mut self, partitions: &[StreamPartition<i32>]) -> SupplierResult<(), Self> {
+        self.inner.seek_to_latest(partitions)
+    }
+    fn poll(&mut self, timeout: Duration) -> SupplierResult<Vec<RecordOf<Self>>, Self> {
+        self.polls += 1;
+        if self.polls == self.at {
+            let position = self.control.current_offsets();
+            self.control.set_end_offsets(&position);
+        }
+        self.inner.poll(timeout)
+    }
+    fn latest_offset(&self, partition: &StreamPartition<i32>) -> SupplierResult<i64, Self> {
+        self.inner.latest_offset(partition)
+    }
+    fn earliest_offset(&self, partition: &StreamPartition<i32>) -> SupplierResult<i64, Self> {
+        self.inner.earliest_offset(partition)
+    }
+    fn position(&self, partition: &StreamPartition<i32>) -> Option<i64> {
+        self.inner.position(partition)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_offsets_set_during_a_poll_stop_the_records_it_returns() {
+    let f = fixture().await;
+    let streams = MemoryStreams::new();
+    streams.create_stream("t", 1);
+    produce(&streams, 0, 0, 100);
+    let t = task("task-end", spec(1), &[(0, 0)]);
+    let e = env(&f, "task-end", &t.start_offsets);
+    // 10 records per poll: the end is set (to 20) when the third poll starts, and that poll
+    // returns records 20..30, which belong to the next task.
+    let supplier = EndDuringPoll {
+        inner: streams.supplier().with_max_poll_records(10),
+        control: Arc::clone(&e.control),
+        polls: 0,
+        at: 3,
+    };
+    let published = {
+        let (e, t) = (e.clone(), t.clone());
+        tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    assert!(published >= 1);
+    assert_eq!(
+        f.metadata.stream_offsets("rt").await.unwrap(),
+        Some(stored(&[(0, 20)]))
+    );
+    assert_eq!(visible(&f.view), (20, (0..20).sum::<i64>()));
 }

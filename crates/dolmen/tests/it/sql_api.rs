@@ -167,15 +167,23 @@ fn cancelling_by_sql_query_id_stops_the_work() {
         "org.apache.druid.query.QueryInterruptedException"
     );
 
-    // The work really stopped: the server burns (next to) no CPU afterwards, where the query
-    // kept every query thread busy.
+    // The work really stopped: within a few seconds the server burns (next to) no CPU, where
+    // the query kept every query thread busy for minutes. (A join batch already being
+    // computed finishes first; under a loaded test machine that can spill into the first
+    // window.)
     std::thread::sleep(Duration::from_millis(300));
-    let before = cpu_seconds(&server);
-    std::thread::sleep(Duration::from_secs(1));
-    let used = cpu_seconds(&server) - before;
+    let mut used = f64::MAX;
+    for _ in 0..5 {
+        let before = cpu_seconds(&server);
+        std::thread::sleep(Duration::from_secs(1));
+        used = cpu_seconds(&server) - before;
+        if used < 0.3 {
+            break;
+        }
+    }
     assert!(
         used < 0.3,
-        "server used {used:.2} CPU s in 1 s after the cancel"
+        "server still used {used:.2} CPU s per second 5 s after the cancel"
     );
 
     // Finished (cancelled) or unknown ids are 404.
