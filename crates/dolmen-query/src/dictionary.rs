@@ -107,17 +107,7 @@ impl PhysicalOptimizerRule for DictionaryAggregation {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_down(|node| {
-            let rewritten = match node.downcast_ref::<AggregateExec>() {
-                Some(agg) => rewrite(agg)?,
-                None => None,
-            };
-            Ok(match rewritten {
-                Some(new) => Transformed::new(new, true, TreeNodeRecursion::Jump),
-                None => Transformed::no(node),
-            })
-        })
-        .data()
+        rewrite_aggregates(plan, rewrite)
     }
 
     fn name(&self) -> &str {
@@ -129,14 +119,39 @@ impl PhysicalOptimizerRule for DictionaryAggregation {
     }
 }
 
+/// `plan` with every `AggregateExec` that `rewrite` replaces swapped for its replacement
+/// (top-down; a replacement is not visited again). Shared with [`crate::distinct`].
+pub(crate) fn rewrite_aggregates(
+    plan: Arc<dyn ExecutionPlan>,
+    rewrite: impl Fn(&AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    plan.transform_down(|node| {
+        let rewritten = match node.downcast_ref::<AggregateExec>() {
+            Some(agg) => rewrite(agg)?,
+            None => None,
+        };
+        Ok(match rewritten {
+            Some(new) => Transformed::new(new, true, TreeNodeRecursion::Jump),
+            None => Transformed::no(node),
+        })
+    })
+    .data()
+}
+
+/// Whether `agg` is a first-phase aggregation (`Partial` or `Single`) without a limit, dynamic
+/// filters or grouping sets: the only kind the rewrites of this module and
+/// [`crate::distinct`] replace.
+pub(crate) fn is_plain_first_phase(agg: &AggregateExec) -> bool {
+    matches!(agg.mode(), AggregateMode::Partial | AggregateMode::Single)
+        && agg.limit_options().is_none()
+        && agg.dynamic_expressions_produced().is_empty()
+        && agg.group_expr().is_single()
+        && agg.group_expr().null_expr().is_empty()
+}
+
 /// The replacement of `agg`, when it has one of the shapes of the module docs.
 fn rewrite(agg: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    if !matches!(agg.mode(), AggregateMode::Partial | AggregateMode::Single)
-        || agg.limit_options().is_some()
-        || !agg.dynamic_expressions_produced().is_empty()
-        || !agg.group_expr().is_single()
-        || !agg.group_expr().null_expr().is_empty()
-    {
+    if !is_plain_first_phase(agg) {
         return Ok(None);
     }
     let input_schema = agg.input().schema();

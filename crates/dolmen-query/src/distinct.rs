@@ -34,7 +34,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, new_null_array};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::config::ConfigOptions;
 use datafusion::datasource::physical_plan::{FileScanConfig, FileSource, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
@@ -42,7 +42,7 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -68,11 +68,7 @@ impl DistinctFromIndexes {
     /// The replacement of `agg`, when it has one of the shapes of the module docs and every
     /// index it needs is built.
     fn rewrite(&self, agg: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-        if !matches!(agg.mode(), AggregateMode::Partial | AggregateMode::Single)
-            || agg.limit_options().is_some()
-            || !agg.dynamic_expressions_produced().is_empty()
-            || !agg.group_expr().is_single()
-            || !agg.group_expr().null_expr().is_empty()
+        if !crate::dictionary::is_plain_first_phase(agg)
             || agg.filter_expr().iter().any(Option::is_some)
         {
             return Ok(None);
@@ -205,17 +201,7 @@ impl PhysicalOptimizerRule for DistinctFromIndexes {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_down(|node| {
-            let rewritten = match node.downcast_ref::<AggregateExec>() {
-                Some(agg) => self.rewrite(agg)?,
-                None => None,
-            };
-            Ok(match rewritten {
-                Some(new) => Transformed::new(new, true, TreeNodeRecursion::Jump),
-                None => Transformed::no(node),
-            })
-        })
-        .data()
+        crate::dictionary::rewrite_aggregates(plan, |agg| self.rewrite(agg))
     }
 
     fn name(&self) -> &str {

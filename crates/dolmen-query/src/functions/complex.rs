@@ -191,26 +191,7 @@ impl ScalarUDFImpl for DecodeBase64Complex {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use arrow::array::Array;
-    use datafusion::prelude::SessionContext;
-
-    fn ctx() -> SessionContext {
-        let ctx = SessionContext::new();
-        crate::functions::register_druid_functions(&ctx);
-        ctx
-    }
-
-    async fn one(ctx: &SessionContext, sql: &str) -> Result<String> {
-        let batches = crate::rewrite::plan_sql(ctx, sql).await?.collect().await?;
-        let c = cast(batches[0].column(0), &DataType::Utf8)?;
-        let s = c.as_string::<i32>();
-        Ok(if s.is_valid(0) {
-            s.value(0).to_string()
-        } else {
-            "null".into()
-        })
-    }
+    use crate::functions::test_support::{ctx, one};
 
     #[tokio::test]
     async fn decoded_sketches_feed_the_sketch_functions() {

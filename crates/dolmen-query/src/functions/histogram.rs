@@ -351,19 +351,7 @@ impl Accumulator for HistogramAccumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::prelude::SessionContext;
-
-    fn ctx() -> SessionContext {
-        let ctx = SessionContext::new();
-        crate::functions::register_druid_functions(&ctx);
-        ctx
-    }
-
-    async fn one(ctx: &SessionContext, sql: &str) -> Result<String> {
-        let batches = crate::rewrite::plan_sql(ctx, sql).await?.collect().await?;
-        let c = cast(batches[0].column(0), &DataType::Utf8)?;
-        Ok(c.as_string::<i32>().value(0).to_string())
-    }
+    use crate::functions::test_support::{ctx, one};
 
     #[tokio::test]
     async fn quantiles_interpolate_inside_buckets() {

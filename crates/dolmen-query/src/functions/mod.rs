@@ -837,6 +837,35 @@ fn time_format(
     out.finish()
 }
 
+/// Helpers shared by the function modules' tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use arrow::array::{Array, AsArray};
+    use arrow::compute::kernels::cast::cast;
+    use arrow::datatypes::DataType;
+    use datafusion::common::Result;
+    use datafusion::prelude::SessionContext;
+
+    /// A session with the Druid functions registered.
+    pub(crate) fn ctx() -> SessionContext {
+        let ctx = SessionContext::new();
+        super::register_druid_functions(&ctx);
+        ctx
+    }
+
+    /// The first value of `sql` (planned with the Druid rewrites) as text, `null` for null.
+    pub(crate) async fn one(ctx: &SessionContext, sql: &str) -> Result<String> {
+        let batches = crate::rewrite::plan_sql(ctx, sql).await?.collect().await?;
+        let c = cast(batches[0].column(0), &DataType::Utf8)?;
+        let s = c.as_string::<i32>();
+        Ok(if s.is_valid(0) {
+            s.value(0).to_string()
+        } else {
+            "null".into()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -126,35 +126,17 @@ async fn shapes_the_rewrite_does_not_take_still_answer() {
 #[tokio::test]
 async fn distinct_counts_over_dictionaries_match_the_plain_path() {
     let f = fixture().await;
-    let exact = f
-        .query("SELECT COUNT(DISTINCT channel), COUNT(DISTINCT page) FROM rt")
-        .await;
     // Exact distinct counts (approximation off) go through GROUP BY below the count.
-    let q = crate::engine::SqlQuery {
-        query: "SELECT COUNT(DISTINCT channel) FROM rt".into(),
-        context: Some(
-            serde_json::json!({"useApproximateCountDistinct": false})
-                .as_object()
-                .unwrap()
-                .clone(),
-        ),
-        ..Default::default()
-    };
-    let result = f.engine.execute(&q).await.unwrap();
-    let batches: Vec<arrow::record_batch::RecordBatch> =
-        futures::TryStreamExt::try_collect(result.stream)
-            .await
-            .unwrap();
-    let value =
-        arrow::compute::cast(batches[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
-    use arrow::array::AsArray;
     assert_eq!(
-        value.as_primitive::<arrow::datatypes::Int64Type>().value(0),
-        4
+        exact(
+            &f,
+            "SELECT COUNT(DISTINCT channel), COUNT(DISTINCT page) FROM rt"
+        )
+        .await,
+        vec![vec!["4".to_string(), "6".to_string()]]
     );
-    // Approximate: the dictionary path hashes each dictionary value once; the estimate is
-    // the plain path's (same hashes).
-    assert_eq!(exact.unwrap(), vec![vec!["4".to_string(), "6".to_string()]]);
+    // Approximate (the default): the dictionary path hashes each dictionary value once; the
+    // estimate is the plain path's (same hashes).
     let approx = "SELECT APPROX_COUNT_DISTINCT(channel), APPROX_COUNT_DISTINCT(page) FROM rt";
     let plain = "SELECT APPROX_COUNT_DISTINCT(channel || ''), APPROX_COUNT_DISTINCT(page || '') \
                  FROM rt";
@@ -206,45 +188,10 @@ async fn a_column_whose_dictionary_overflowed_is_read_as_strings() {
 
 /// The rows of `sql` with `useApproximateCountDistinct` off.
 async fn exact(f: &Fixture, sql: &str) -> Vec<Vec<String>> {
-    let q = crate::engine::SqlQuery {
-        query: sql.into(),
-        context: Some(
-            serde_json::json!({"useApproximateCountDistinct": false})
-                .as_object()
-                .unwrap()
-                .clone(),
-        ),
-        ..Default::default()
-    };
-    let result = f.engine.execute(&q).await.unwrap();
-    let batches: Vec<arrow::record_batch::RecordBatch> =
-        futures::TryStreamExt::try_collect(result.stream)
-            .await
-            .unwrap();
-    let mut out = Vec::new();
-    for b in batches {
-        let cols: Vec<_> = b
-            .columns()
-            .iter()
-            .map(|c| arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8).unwrap())
-            .collect();
-        for i in 0..b.num_rows() {
-            use arrow::array::{Array, AsArray};
-            out.push(
-                cols.iter()
-                    .map(|c| {
-                        let s = c.as_string::<i32>();
-                        if s.is_valid(i) {
-                            s.value(i).to_string()
-                        } else {
-                            "null".to_string()
-                        }
-                    })
-                    .collect(),
-            );
-        }
-    }
-    out
+    let context = serde_json::json!({"useApproximateCountDistinct": false});
+    f.query_with(sql, context.as_object().cloned())
+        .await
+        .unwrap()
 }
 
 #[tokio::test]

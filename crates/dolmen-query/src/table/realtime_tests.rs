@@ -163,8 +163,18 @@ impl Fixture {
 
     /// The rows of `sql`, every value rendered as a string (`null` for nulls).
     pub(super) async fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
+        self.query_with(sql, None).await
+    }
+
+    /// [`Self::query`] with a query context.
+    pub(super) async fn query_with(
+        &self,
+        sql: &str,
+        context: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<Vec<Vec<String>>, String> {
         let q = SqlQuery {
             query: sql.to_string(),
+            context,
             ..SqlQuery::default()
         };
         let result = self.engine.execute(&q).await.map_err(|e| e.to_string())?;
