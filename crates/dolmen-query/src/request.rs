@@ -34,7 +34,7 @@ use datafusion::execution::context::SessionState;
 use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{Expr, Set, Statement, UnaryOperator, Value};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
-use datafusion::sql::sqlparser::tokenizer::{Location, Token, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 use serde_json::{Map, Value as Json};
 
 /// A request's SQL text, parsed: the `SET` assignments in order and the query statement.
@@ -256,17 +256,8 @@ fn blank_explain_plan_for(
     if !sql.to_ascii_lowercase().contains("plan") {
         return Ok((sql.to_string(), false));
     }
-    let tokens = Tokenizer::new(dialect, sql)
-        .tokenize_with_location()
-        .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
-    let words: Vec<_> = tokens
-        .iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .collect();
-    let is_word = |i: usize, w: &str| {
-        matches!(words.get(i).map(|t| &t.token),
-            Some(Token::Word(word)) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w))
-    };
+    let words = significant_tokens(sql, dialect)?;
+    let is_word = |i: usize, w: &str| is_bare_word(words.get(i), w);
     let mut ranges = Vec::new();
     for i in 0..words.len() {
         let starts_statement = i == 0 || matches!(words[i - 1].token, Token::SemiColon);
@@ -302,6 +293,29 @@ fn blank_explain_plan_for(
     Ok((out, true))
 }
 
+/// The tokens of `sql` other than whitespace, with their locations.
+///
+/// # Errors
+/// A tokenizer error as a SQL error.
+fn significant_tokens(
+    sql: &str,
+    dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
+) -> Result<Vec<TokenWithSpan>> {
+    let tokens = Tokenizer::new(dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
+    Ok(tokens
+        .into_iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect())
+}
+
+/// Whether `token` is the unquoted word `w` (any case).
+fn is_bare_word(token: Option<&TokenWithSpan>, w: &str) -> bool {
+    matches!(token.map(|t| &t.token),
+        Some(Token::Word(word)) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w))
+}
+
 /// The byte offset of a tokenizer location (1-based line and character column) in `sql`;
 /// `sql.len()` for a location past the end.
 fn byte_offset(sql: &str, at: Location) -> usize {
@@ -326,17 +340,8 @@ fn rewrite_standard_forms(
     if !lower.contains("json_object") && !lower.contains("position") {
         return Ok(sql.to_string());
     }
-    let tokens = Tokenizer::new(dialect, sql)
-        .tokenize_with_location()
-        .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
-    let words: Vec<_> = tokens
-        .iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .collect();
-    let is_word = |i: usize, w: &str| {
-        matches!(words.get(i).map(|t| &t.token),
-            Some(Token::Word(word)) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w))
-    };
+    let words = significant_tokens(sql, dialect)?;
+    let is_word = |i: usize, w: &str| is_bare_word(words.get(i), w);
     // (start byte, end byte, replacement), possibly nested.
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     for i in 0..words.len() {

@@ -193,17 +193,7 @@ fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
     eprintln!("produced {rows} rows in {:.1} s", t.elapsed().as_secs_f64());
 
     // The broker's own read rate: one consumer reading everything back.
-    let props = BTreeMap::from([("bootstrap.servers".to_string(), brokers.to_string())]);
-    let mut s = KafkaRecordSupplier::new(&props)
-        .unwrap()
-        .with_max_poll_records(10_000);
-    let parts: Vec<_> = (0..PARTITIONS)
-        .map(|p| StreamPartition::new(topic.clone(), p))
-        .collect();
-    s.assign(&parts).unwrap();
-    for sp in &parts {
-        s.seek(sp, 0).unwrap();
-    }
+    let mut s = reader(brokers, &topic);
     let t = Instant::now();
     let mut read = 0u64;
     while read < rows {
@@ -294,21 +284,9 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u
             }
         })
     };
-    // Payloads are built before the clock starts: the producing loop only sends.
-    let payloads = payloads(total);
-    let start = Instant::now();
-    for (i, payload) in payloads.iter().enumerate() {
-        let due = start + Duration::from_nanos(i as u64 * 1_000_000_000 / rate);
-        let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
-        }
-        send(&p, &topic, (i as u64 % PARTITIONS as u64) as i32, payload);
-        produced_at.lock().unwrap().push(Instant::now());
-        p.poll(Duration::ZERO);
-    }
-    p.flush(Duration::from_secs(300)).unwrap();
-    let achieved = total as f64 / start.elapsed().as_secs_f64();
+    let achieved = produce_steadily(&p, &topic, total, rate, |_, at| {
+        produced_at.lock().unwrap().push(at);
+    });
     let t = Instant::now();
     while visible
         .lock()
@@ -351,6 +329,53 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u
     );
 }
 
+/// Produces events `0..total` at `rate` events/s over the partitions in turn, calling
+/// `produced(i, at)` with the moment of each produce call; waits for delivery and returns the
+/// achieved rate (events/s). Payloads are built before the clock starts, so the loop only
+/// sends.
+fn produce_steadily(
+    p: &BaseProducer,
+    topic: &str,
+    total: u64,
+    rate: u64,
+    mut produced: impl FnMut(usize, Instant),
+) -> f64 {
+    let payloads = payloads(total);
+    let start = Instant::now();
+    for (i, payload) in payloads.iter().enumerate() {
+        let due = start + Duration::from_nanos(i as u64 * 1_000_000_000 / rate);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        produced(i, Instant::now());
+        send(p, topic, (i as u64 % PARTITIONS as u64) as i32, payload);
+        p.poll(Duration::ZERO);
+    }
+    p.flush(Duration::from_secs(300)).unwrap();
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// A consumer of every partition of `topic` from offset 0, reading through Dolmen's Kafka
+/// supplier with its defaults (`BENCH_FETCH_WAIT_MS` overrides `fetch.wait.max.ms`).
+fn reader(brokers: &str, topic: &str) -> KafkaRecordSupplier {
+    let mut props = BTreeMap::from([("bootstrap.servers".to_string(), brokers.to_string())]);
+    if let Ok(ms) = std::env::var("BENCH_FETCH_WAIT_MS") {
+        props.insert("fetch.wait.max.ms".to_string(), ms);
+    }
+    let mut s = KafkaRecordSupplier::new(&props)
+        .unwrap()
+        .with_max_poll_records(10_000);
+    let parts: Vec<_> = (0..PARTITIONS)
+        .map(|p| StreamPartition::new(topic.to_string(), p))
+        .collect();
+    s.assign(&parts).unwrap();
+    for sp in &parts {
+        s.seek(sp, 0).unwrap();
+    }
+    s
+}
+
 /// Events `0..total` as JSON payloads (time = 2020-09-13 + i ms).
 fn payloads(total: u64) -> Vec<String> {
     (0..total)
@@ -377,39 +402,15 @@ fn broker_latency(brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u64>)
     let total = rate * seconds;
     let produced_at: Arc<Mutex<Vec<Option<Instant>>>> =
         Arc::new(Mutex::new(vec![None; total as usize]));
-    let mut props = BTreeMap::from([("bootstrap.servers".to_string(), brokers.to_string())]);
-    if let Ok(ms) = std::env::var("BENCH_FETCH_WAIT_MS") {
-        props.insert("fetch.wait.max.ms".to_string(), ms);
-    }
-    let mut s = KafkaRecordSupplier::new(&props)
-        .unwrap()
-        .with_max_poll_records(10_000);
-    let parts: Vec<_> = (0..PARTITIONS)
-        .map(|p| StreamPartition::new(topic.clone(), p))
-        .collect();
-    s.assign(&parts).unwrap();
-    for sp in &parts {
-        s.seek(sp, 0).unwrap();
-    }
+    let mut s = reader(brokers, &topic);
     let producer_thread = {
         let (produced_at, topic, brokers) =
             (Arc::clone(&produced_at), topic.clone(), brokers.to_string());
         std::thread::spawn(move || {
             let p = producer(&brokers, batch_ms);
-            let payloads = payloads(total);
-            let start = Instant::now();
-            for (i, payload) in payloads.iter().enumerate() {
-                let due = start + Duration::from_nanos(i as u64 * 1_000_000_000 / rate);
-                let now = Instant::now();
-                if due > now {
-                    std::thread::sleep(due - now);
-                }
-                produced_at.lock().unwrap()[i] = Some(Instant::now());
-                send(&p, &topic, (i as u64 % PARTITIONS as u64) as i32, payload);
-                p.poll(Duration::ZERO);
-            }
-            p.flush(Duration::from_secs(300)).unwrap();
-            total as f64 / start.elapsed().as_secs_f64()
+            produce_steadily(&p, &topic, total, rate, |i, at| {
+                produced_at.lock().unwrap()[i] = Some(at);
+            })
         })
     };
     let mut lat: Vec<f64> = Vec::with_capacity(total as usize);
