@@ -315,10 +315,15 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u
             lat.push(polls[j].0.duration_since(*at).as_secs_f64() * 1000.0);
         }
     }
+    terminate(&http, url, &ds);
+    print_latencies("rate (events/s, achieved)", rate, achieved, lat);
+}
+
+/// Prints the Markdown table row of latencies `lat` (ms): count, p50, p99 and max.
+fn print_latencies(label: &str, rate: u64, achieved: f64, mut lat: Vec<f64>) {
     lat.sort_by(f64::total_cmp);
     let q = |p: f64| lat[((lat.len() as f64 - 1.0) * p) as usize];
-    terminate(&http, url, &ds);
-    println!("| rate (events/s, achieved) | events | p50 | p99 | max |");
+    println!("| {label} | events | p50 | p99 | max |");
     println!("|---|---|---|---|---|");
     println!(
         "| {rate} ({achieved:.0}) | {} | {:.0} ms | {:.0} ms | {:.0} ms |",
@@ -430,16 +435,11 @@ fn broker_latency(brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u64>)
         );
     }
     let achieved = producer_thread.join().unwrap();
-    lat.sort_by(f64::total_cmp);
-    let q = |p: f64| lat[((lat.len() as f64 - 1.0) * p) as usize];
-    println!("| broker only: rate (events/s, achieved) | events | p50 | p99 | max |");
-    println!("|---|---|---|---|---|");
-    println!(
-        "| {rate} ({achieved:.0}) | {} | {:.0} ms | {:.0} ms | {:.0} ms |",
-        lat.len(),
-        q(0.5),
-        q(0.99),
-        q(1.0)
+    print_latencies(
+        "broker only: rate (events/s, achieved)",
+        rate,
+        achieved,
+        lat,
     );
 }
 
