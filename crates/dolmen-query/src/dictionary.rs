@@ -530,7 +530,7 @@ impl ExecutionPlan for DictionaryGroupAggregateExec {
             values: StringBuilder::new(),
             null_group: None,
             num_groups: 0,
-            memo: None,
+            memo: DictionaryMemo::default(),
         };
         let schema = Arc::clone(&self.schema);
         let partial = matches!(self.mode, AggregateMode::Partial);
@@ -567,9 +567,8 @@ struct GroupState {
     values: StringBuilder,
     null_group: Option<usize>,
     num_groups: usize,
-    /// The last dictionary mapped and its group ids (the values array is kept so its buffers
-    /// cannot be reused by another dictionary while the memo is alive).
-    memo: Option<(ArrayRef, Vec<usize>)>,
+    /// Group ids of the values of the last dictionary seen.
+    memo: DictionaryMemo<usize>,
 }
 
 impl GroupState {
@@ -597,35 +596,26 @@ impl GroupState {
         }
     }
 
-    /// Maps a dictionary's values to group ids into the memo, unless `values` is the same
-    /// dictionary (same buffers) as last time.
-    fn map_dictionary(&mut self, values: &ArrayRef) -> Result<()> {
-        if let Some((seen, _)) = &self.memo
-            && same_buffers(seen, values)
-        {
-            return Ok(());
-        }
-        let strings = cast(values, &DataType::Utf8)?;
+    /// The group id of each value of `strings` (any string type), value by value.
+    fn group_ids(&mut self, strings: &ArrayRef) -> Result<Vec<usize>> {
+        let strings = cast(strings, &DataType::Utf8)?;
         let strings = strings.as_string::<i32>();
-        let ids: Vec<usize> = (0..strings.len())
+        Ok((0..strings.len())
             .map(|i| self.group_of(strings.is_valid(i).then(|| strings.value(i))))
-            .collect();
-        self.memo = Some((Arc::clone(values), ids));
-        Ok(())
+            .collect())
     }
 
     fn update(&mut self, batch: &RecordBatch) -> Result<()> {
         let column = batch.column(self.group_index);
         let group_ids: Vec<usize> = match column.as_dictionary_opt::<Int32Type>() {
             Some(dict) => {
-                self.map_dictionary(dict.values())?;
+                if self.memo.get(dict.values()).is_none() {
+                    let ids = self.group_ids(dict.values())?;
+                    self.memo.set(dict.values(), ids);
+                }
                 let keys = dict.keys();
                 let null_group = (keys.null_count() > 0).then(|| self.group_of(None));
-                let ids = self
-                    .memo
-                    .as_ref()
-                    .map(|(_, ids)| ids.as_slice())
-                    .unwrap_or(&[]);
+                let ids = self.memo.get(dict.values()).unwrap_or_default();
                 match null_group {
                     None => keys.values().iter().map(|k| ids[*k as usize]).collect(),
                     Some(null_group) => keys
@@ -636,13 +626,7 @@ impl GroupState {
             }
             // A file that lacks the column yields nulls of the table type; anything else is
             // taken value by value.
-            None => {
-                let strings = cast(column, &DataType::Utf8)?;
-                let strings = strings.as_string::<i32>();
-                (0..strings.len())
-                    .map(|i| self.group_of(strings.is_valid(i).then(|| strings.value(i))))
-                    .collect()
-            }
+            None => self.group_ids(column)?,
         };
         let total = self.num_groups();
         for ((acc, args), filter) in self
@@ -684,9 +668,46 @@ impl GroupState {
     }
 }
 
+/// One result per value of the last dictionary an operator saw, reused while the dictionary
+/// stays the same: the Parquet reader hands out one dictionary for every batch of a column
+/// chunk, so per-value work (group lookups, hashes) is done once per column chunk. The values
+/// array is kept so its buffers cannot be reused by another dictionary meanwhile.
+#[derive(Debug)]
+pub(crate) struct DictionaryMemo<T> {
+    last: Option<(ArrayRef, Vec<T>)>,
+}
+
+impl<T> Default for DictionaryMemo<T> {
+    fn default() -> Self {
+        DictionaryMemo { last: None }
+    }
+}
+
+impl<T> DictionaryMemo<T> {
+    /// The results for `values` if they are the remembered dictionary (same buffers).
+    pub(crate) fn get(&self, values: &ArrayRef) -> Option<&[T]> {
+        match &self.last {
+            Some((seen, results)) if same_buffers(seen, values) => Some(results),
+            _ => None,
+        }
+    }
+
+    /// Remembers `results` (one per value) for the dictionary `values`.
+    pub(crate) fn set(&mut self, values: &ArrayRef, results: Vec<T>) {
+        self.last = Some((Arc::clone(values), results));
+    }
+
+    /// Memory held by the results, bytes.
+    pub(crate) fn result_bytes(&self) -> usize {
+        self.last
+            .as_ref()
+            .map_or(0, |(_, r)| r.capacity() * std::mem::size_of::<T>())
+    }
+}
+
 /// Whether two arrays share the same buffers (for dictionaries: the same Parquet dictionary
 /// page's values).
-pub(crate) fn same_buffers(a: &ArrayRef, b: &ArrayRef) -> bool {
+fn same_buffers(a: &ArrayRef, b: &ArrayRef) -> bool {
     if a.len() != b.len() || a.data_type() != b.data_type() {
         return false;
     }

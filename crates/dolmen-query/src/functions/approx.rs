@@ -81,9 +81,8 @@ impl AggregateUDFImpl for ApproxCountDistinct {
 struct CardinalityAccumulator {
     hll: HyperLogLogCollector,
     scratch: Vec<u8>,
-    /// The last dictionary of a dictionary-encoded input and its values' hashes (the values
-    /// array is kept so its buffers cannot be reused by another dictionary meanwhile).
-    dictionary: Option<(ArrayRef, Vec<[u8; 16]>)>,
+    /// Hashes of the values of the last dictionary of a dictionary-encoded input.
+    dictionary: crate::dictionary::DictionaryMemo<[u8; 16]>,
 }
 
 impl CardinalityAccumulator {
@@ -146,11 +145,7 @@ impl CardinalityAccumulator {
                 // value's hash.
                 let dict = a.as_dictionary::<Int32Type>();
                 let values = dict.values();
-                let cached = self
-                    .dictionary
-                    .as_ref()
-                    .is_some_and(|(seen, _)| crate::dictionary::same_buffers(seen, values));
-                if !cached {
+                if self.dictionary.get(values).is_none() {
                     let strings = values.as_string::<i32>();
                     let hashes = (0..strings.len())
                         .map(|i| {
@@ -160,13 +155,9 @@ impl CardinalityAccumulator {
                             )
                         })
                         .collect();
-                    self.dictionary = Some((Arc::clone(values), hashes));
+                    self.dictionary.set(values, hashes);
                 }
-                let hashes = self
-                    .dictionary
-                    .as_ref()
-                    .map(|(_, h)| h.as_slice())
-                    .unwrap_or(&[]);
+                let hashes = self.dictionary.get(values).unwrap_or_default();
                 let strings = values.as_string::<i32>();
                 for k in dict.keys().iter().flatten() {
                     let k = k as usize;
@@ -224,10 +215,7 @@ impl Accumulator for CardinalityAccumulator {
         std::mem::size_of_val(self)
             + 1024
             + self.scratch.capacity()
-            + self
-                .dictionary
-                .as_ref()
-                .map_or(0, |(_, h)| h.capacity() * 16)
+            + self.dictionary.result_bytes()
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
