@@ -8,12 +8,14 @@
 //! runs first among the analyzer rules. Each query runs on a clone of the
 //! session state, so per-query settings never leak between queries.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
-use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::context::SessionState;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use dolmen_common::time::{parse_iso_instant, parse_time_zone};
@@ -240,6 +242,8 @@ fn druid_message(m: &str) -> String {
 /// context values the server acts on.
 #[derive(Debug)]
 pub struct PreparedQuery {
+    /// The request's SQL text as sent (the plan cache's key).
+    text: String,
     sql: RequestSql,
     parameters: Vec<SqlParameter>,
     /// The effective query context.
@@ -267,6 +271,22 @@ impl PreparedQuery {
     pub fn dml(&self) -> Option<&crate::dml::DmlStatement> {
         self.sql.dml.as_ref()
     }
+
+    /// The plan cache key of a plain query (`None` for `EXPLAIN` and SQL-based ingestion,
+    /// which are not cached).
+    fn plan_key(&self) -> Option<crate::plan_cache::PlanKey> {
+        if self.sql.explain || self.sql.dml.is_some() {
+            return None;
+        }
+        Some(crate::plan_cache::PlanKey {
+            sql: self.text.clone(),
+            parameters: serde_json::to_string(&self.parameters).unwrap_or_default(),
+            time_zone: self.time_zone,
+            outer_limit: self.outer_limit,
+            approximate_count_distinct: self.approximate_count_distinct,
+            read_from_deep_storage: self.read_from_deep_storage,
+        })
+    }
 }
 
 /// A context value that must be a non-negative integer (a JSON number or numeric string).
@@ -287,6 +307,18 @@ fn context_count(ctx: &Map<String, Value>, key: &str) -> Result<Option<u64>, Que
 /// Plans and runs Druid SQL.
 pub struct QueryEngine {
     ctx: SessionContext,
+    /// The execution context every query runs in: the function registries and runtime
+    /// (memory pool, object stores) of `ctx`, built once. Per-query settings act at planning
+    /// time, so execution needs no per-query copy of the registries.
+    task_ctx: Arc<TaskContext>,
+    /// The live view the catalog reads: its generation tells whether a cached plan is current.
+    view: Arc<SegmentView>,
+    /// Optimized plans of repeated queries ([`crate::plan_cache`]).
+    plans: crate::plan_cache::PlanCache,
+    /// The states a cached plan is physically planned in, without a per-query copy: cached
+    /// plans call no time-dependent function, so the query start time a copy would stamp is
+    /// not read. The second has `readFromDeepStorage` set.
+    cached_plan_states: [SessionState; 2],
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -337,6 +369,10 @@ impl QueryEngine {
             .with_information_schema(false)
             .with_target_partitions(target_partitions.max(1));
         config.options_mut().sql_parser.enable_ident_normalization = false;
+        // Split segment files of 1 MiB and more across the scan partitions (by row group),
+        // not only files of DataFusion's default 10 MiB: a day segment of a few hundred
+        // thousand rows is a few MiB, and a query on one day should still use every core.
+        config.options_mut().optimizer.repartition_file_min_size = 1 << 20;
         // Druid's multi-value semantics run before type coercion (crate::multivalue).
         let mut analyzer_rules: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
             vec![Arc::new(crate::multivalue::MultiValueRule)];
@@ -366,6 +402,7 @@ impl QueryEngine {
                 aggregator,
             })
             .collect();
+        let view_for_plans = Arc::clone(&view);
         let sys = system.map(|(metadata, node)| {
             crate::system::SysSchema::new(Arc::clone(&view), metadata, node)
         });
@@ -373,12 +410,38 @@ impl QueryEngine {
             "druid",
             Arc::new(DruidCatalog::new(view, cache, indexes, routines, sys)),
         );
-        QueryEngine { ctx }
+        let task_ctx = ctx.task_ctx();
+        let mut deep = ctx.state();
+        deep.config_mut()
+            .set_extension(Arc::new(crate::table::ReadFromDeepStorage(true)));
+        QueryEngine {
+            cached_plan_states: [ctx.state(), deep],
+            ctx,
+            task_ctx,
+            view: view_for_plans,
+            plans: crate::plan_cache::PlanCache::default(),
+        }
     }
 
-    /// A fresh session for one query.
-    fn session(&self) -> SessionContext {
-        SessionContext::new_with_state(self.ctx.state())
+    /// The session state for one query: a copy of the engine's, stamped with the query's
+    /// start time (what `CURRENT_TIMESTAMP` reads). The one copy a query makes.
+    fn query_state(&self) -> SessionState {
+        self.ctx.state()
+    }
+
+    /// `state` with the settings of `p` that act through the session (`readFromDeepStorage`).
+    fn with_query_settings(mut state: SessionState, p: &PreparedQuery) -> SessionState {
+        if p.read_from_deep_storage == Some(true) {
+            state
+                .config_mut()
+                .set_extension(Arc::new(crate::table::ReadFromDeepStorage(true)));
+        }
+        state
+    }
+
+    /// How many optimized plans the plan cache holds ([`crate::plan_cache`]).
+    pub fn cached_plans(&self) -> usize {
+        self.plans.len()
     }
 
     /// Reads a request without planning it: splits off the `SET` statements, renumbers `?`
@@ -393,12 +456,11 @@ impl QueryEngine {
         if q.query.trim().is_empty() {
             return Err(QueryError::InvalidInput("Empty query".into()));
         }
-        let sql = crate::request::parse_request_sql(&self.ctx.state(), &q.query).map_err(|e| {
-            match druid_parse_message(&e, &q.query) {
+        let sql = crate::request::parse_request_sql(&self.ctx.state_ref().read(), &q.query)
+            .map_err(|e| match druid_parse_message(&e, &q.query) {
                 Some(m) => QueryError::Parse(m),
                 None => QueryError::from_datafusion(e, true),
-            }
-        })?;
+            })?;
         let context = sql.effective_context(q.context.as_ref());
         let text = |key: &str| context_text(&context, key);
         let time_zone = match text("sqlTimeZone") {
@@ -446,6 +508,7 @@ impl QueryEngine {
         };
         let query_id = text("sqlQueryId").unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         Ok(PreparedQuery {
+            text: q.query.clone(),
             sql,
             parameters: q.parameters.clone().unwrap_or_default(),
             context,
@@ -467,7 +530,8 @@ impl QueryEngine {
         &self,
         p: &PreparedQuery,
     ) -> Result<(SessionContext, LogicalPlan), QueryError> {
-        self.plan_in(self.session(), p).await
+        let (state, plan) = self.plan_state(self.query_state(), p).await?;
+        Ok((SessionContext::new_with_state(state), plan))
     }
 
     /// A session for a segment build within `memory_bytes` on `threads` threads, spilling
@@ -505,20 +569,22 @@ impl QueryEngine {
         ctx: SessionContext,
         p: &PreparedQuery,
     ) -> Result<(SessionContext, LogicalPlan), QueryError> {
-        let ctx = if p.read_from_deep_storage == Some(true) {
-            let mut state = ctx.state();
-            state
-                .config_mut()
-                .set_extension(Arc::new(crate::table::ReadFromDeepStorage(true)));
-            SessionContext::new_with_state(state)
-        } else {
-            ctx
-        };
+        let (state, plan) = self.plan_state(ctx.state(), p).await?;
+        Ok((SessionContext::new_with_state(state), plan))
+    }
+
+    /// [`QueryEngine::plan`] on a session state of its own, which it returns with the plan.
+    async fn plan_state(
+        &self,
+        state: SessionState,
+        p: &PreparedQuery,
+    ) -> Result<(SessionState, LogicalPlan), QueryError> {
+        let state = Self::with_query_settings(state, p);
         let mut opts = crate::rewrite::RewriteOptions::with_time_zone(p.time_zone);
         opts.approximate_count_distinct = p.approximate_count_distinct;
         let plan_err = |e| QueryError::from_datafusion(e, true);
         let plan =
-            crate::rewrite::statement_to_logical_plan(&ctx.state(), p.sql.statement.clone(), &opts)
+            crate::rewrite::statement_to_logical_plan(&state, p.sql.statement.clone(), &opts)
                 .await
                 .map_err(plan_err)?;
         crate::rewrite::read_only()
@@ -549,7 +615,7 @@ impl QueryEngine {
                 .map_err(plan_err)?,
             (None, _) => plan,
         };
-        Ok((ctx, plan))
+        Ok((state, plan))
     }
 
     /// Plans and starts a prepared query; rows arrive on the returned stream.
@@ -558,18 +624,38 @@ impl QueryEngine {
     /// Planning errors, and errors starting execution.
     pub async fn execute_prepared(&self, p: &PreparedQuery) -> Result<QueryResult, QueryError> {
         let time_zone = p.time_zone;
-        let (ctx, plan) = self.plan(p).await?;
-        if p.sql.explain {
-            return explain_result(&ctx, &plan, time_zone);
-        }
-        let df = ctx
-            .execute_logical_plan(plan)
+        let plan_err = |e| QueryError::from_datafusion(e, true);
+        let key = p.plan_key();
+        // Read before planning: a view change during planning makes the entry stale at once.
+        let generation = self.view.generation();
+        let cached = key.as_ref().and_then(|k| self.plans.get(k, generation));
+        let (state, optimized) = match cached {
+            Some(plan) => {
+                let deep = usize::from(p.read_from_deep_storage == Some(true));
+                (Cow::Borrowed(&self.cached_plan_states[deep]), plan)
+            }
+            None => {
+                let (state, plan) = self.plan_state(self.query_state(), p).await?;
+                if p.sql.explain {
+                    return explain_result(&state, &plan, time_zone);
+                }
+                let optimized = Arc::new(state.optimize(&plan).map_err(plan_err)?);
+                if let Some(key) = key {
+                    self.plans.insert(key, generation, &plan, &optimized);
+                }
+                (Cow::Owned(state), optimized)
+            }
+        };
+        // What `SessionContext::execute_logical_plan` + `DataFrame::execute_stream` do for a
+        // query, without their copies of the session state and function registries.
+        let physical = state
+            .query_planner()
+            .create_physical_plan(&optimized, state.as_ref())
             .await
-            .map_err(|e| QueryError::from_datafusion(e, true))?;
-        let stream = df
-            .execute_stream()
-            .await
-            .map_err(|e| QueryError::from_datafusion(e, false))?;
+            .map_err(plan_err)?;
+        let stream =
+            datafusion::physical_plan::execute_stream(physical, Arc::clone(&self.task_ctx))
+                .map_err(|e| QueryError::from_datafusion(e, false))?;
         // The executed schema, not the SQL planner's: analyzer rules may change output types
         // (a multi-value `GROUP BY` key is a string, not a list, once unnested).
         let schema: SchemaRef = stream.schema();
@@ -604,7 +690,7 @@ impl QueryEngine {
 /// # Errors
 /// A planning error if the optimizer rejects the plan.
 fn explain_result(
-    ctx: &SessionContext,
+    state: &SessionState,
     plan: &LogicalPlan,
     time_zone: Zone,
 ) -> Result<QueryResult, QueryError> {
@@ -614,7 +700,7 @@ fn explain_result(
     use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 
     let plan_err = |e| QueryError::from_datafusion(e, true);
-    let optimized = ctx.state().optimize(plan).map_err(plan_err)?;
+    let optimized = state.optimize(plan).map_err(plan_err)?;
     let schema = optimized.schema().as_arrow();
     let signature: Vec<Value> = schema
         .fields()

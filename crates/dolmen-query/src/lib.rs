@@ -25,6 +25,7 @@ pub mod functions;
 pub mod index;
 pub mod multivalue;
 pub mod naming;
+pub mod plan_cache;
 pub mod request;
 pub mod rewrite;
 pub mod sql_ingest;

@@ -808,6 +808,9 @@ mod realtime_tests;
 mod dictionary_tests;
 
 #[cfg(test)]
+mod plan_cache_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use datafusion::prelude::{col, lit};

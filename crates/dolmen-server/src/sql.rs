@@ -5,10 +5,11 @@
 //! a missing Content-Type is 400, another type 415, an empty body 400 "Empty query", bad JSON
 //! 400 "Malformed SQL query wrapped in JSON: ...".
 //!
-//! The response streams: the first batch is computed before the status line is sent, so an
-//! error at planning or at the start of execution is a proper JSON error; an error after
-//! streaming began aborts the connection, leaving a body without its final newline
-//! (the spec's truncation rule).
+//! The response streams in pieces of about 64 KiB: the first piece is computed before the
+//! status line is sent, so an error at planning or in the first 64 KiB of results is a proper
+//! JSON error; an error after streaming began aborts the connection, leaving a body without
+//! its final newline (the spec's truncation rule). An answer that fits in one piece is sent
+//! whole, with a `Content-Length` (no chunked framing).
 //!
 //! Every running query is registered under its `sqlQueryId` ([`RunningQueries`]);
 //! `DELETE /v2/sql/{sqlQueryId}` cancels all of them (ids need not be unique): their execution
@@ -245,7 +246,7 @@ pub(crate) async fn post_sql(
     let query_id = prepared.query_id.clone();
     let format = q.result_format.unwrap_or_default();
     let header = q.header;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, QueryError>>(4);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Chunk, QueryError>>(4);
     let engine = Arc::clone(&state.engine);
     let (cancel, registration) = state.queries.register(&query_id);
     state
@@ -253,7 +254,14 @@ pub(crate) async fn post_sql(
         .spawn(supervise(engine, q, prepared, tx, cancel, registration));
     // The first message decides the status: an error before any byte is a JSON error.
     let first = match rx.recv().await {
-        Some(Ok(b)) => b,
+        // The whole answer in one piece: a plain body with its length, no chunked framing.
+        Some(Ok(Chunk { bytes, last: true })) => {
+            return with_query_id(
+                response_head(Response::new(Body::from(bytes)), format, header),
+                &query_id,
+            );
+        }
+        Some(Ok(Chunk { bytes, last: false })) => bytes,
         Some(Err(error)) => {
             return with_query_id(SqlError { error, host }.into_response(), &query_id);
         }
@@ -263,13 +271,23 @@ pub(crate) async fn post_sql(
         }
     };
     let rest = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(|item| {
-        item.map_err(|e| {
+        item.map(|c| c.bytes).map_err(|e| {
             tracing::warn!(error = %e, "sql query failed while streaming; truncating the response");
             std::io::Error::other(e.to_string())
         })
     });
     let head = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(first) });
-    let mut resp = Response::new(Body::from_stream(head.chain(rest)));
+    let resp = Response::new(Body::from_stream(head.chain(rest)));
+    with_query_id(response_head(resp, format, header), &query_id)
+}
+
+/// Sets the headers of a successful answer: its Content-Type, and
+/// `X-Service-SQL-Header-Included: yes` when the request asked for a header.
+fn response_head(
+    mut resp: Response,
+    format: dolmen_query::writer::ResultFormat,
+    header: bool,
+) -> Response {
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -281,8 +299,19 @@ pub(crate) async fn post_sql(
             HeaderValue::from_static("yes"),
         );
     }
-    with_query_id(resp, &query_id)
+    resp
 }
+
+/// Encoded result bytes on their way from the query task to the HTTP response.
+struct Chunk {
+    bytes: Bytes,
+    /// The final piece: the answer ends with these bytes.
+    last: bool,
+}
+
+/// Encoded bytes are sent on once this many are buffered (and at the end): small answers
+/// leave in one piece, large ones stream in pieces of about this size (bytes).
+const SEND_BYTES: usize = 64 * 1024;
 
 /// Runs a query until it ends, is cancelled, or passes its `timeout`; the latter two drop the
 /// execution (stopping its work) and send the matching error.
@@ -290,7 +319,7 @@ async fn supervise(
     engine: Arc<dolmen_query::QueryEngine>,
     q: SqlQuery,
     prepared: PreparedQuery,
-    tx: tokio::sync::mpsc::Sender<Result<Bytes, QueryError>>,
+    tx: tokio::sync::mpsc::Sender<Result<Chunk, QueryError>>,
     cancel: CancellationToken,
     registration: Registration,
 ) {
@@ -314,14 +343,14 @@ async fn supervise(
     }
 }
 
-/// Plans and runs a query, sending encoded chunks: the first carries the opening bytes and the
-/// first batch (computed before the HTTP status is sent), the last the closing bytes. Stops as
-/// soon as the receiver is gone.
+/// Plans and runs a query, sending encoded chunks of about [`SEND_BYTES`]: the first carries
+/// the opening bytes and the first batches (computed before the HTTP status is sent), the
+/// last (marked so) the closing bytes. Stops as soon as the receiver is gone.
 async fn run_query(
     engine: Arc<dolmen_query::QueryEngine>,
     q: SqlQuery,
     prepared: PreparedQuery,
-    tx: tokio::sync::mpsc::Sender<Result<Bytes, QueryError>>,
+    tx: tokio::sync::mpsc::Sender<Result<Chunk, QueryError>>,
 ) {
     let result = match engine.execute_prepared(&prepared).await {
         Ok(r) => r,
@@ -345,7 +374,11 @@ async fn run_query(
         match stream.next().await {
             None => {
                 writer.finish(&mut out);
-                let _ = tx.send(Ok(Bytes::from(out))).await;
+                let last = Chunk {
+                    bytes: Bytes::from(out),
+                    last: true,
+                };
+                let _ = tx.send(Ok(last)).await;
                 return;
             }
             Some(Err(e)) => {
@@ -357,8 +390,14 @@ async fn run_query(
                     let _ = tx.send(Err(QueryError::Execution(e.to_string()))).await;
                     return;
                 }
-                let chunk = std::mem::replace(&mut out, Vec::with_capacity(batch.num_rows() * 64));
-                if tx.send(Ok(Bytes::from(chunk))).await.is_err() {
+                if out.len() < SEND_BYTES {
+                    continue;
+                }
+                let chunk = Chunk {
+                    bytes: Bytes::from(std::mem::replace(&mut out, Vec::with_capacity(SEND_BYTES))),
+                    last: false,
+                };
+                if tx.send(Ok(chunk)).await.is_err() {
                     return;
                 }
             }

@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -135,6 +136,8 @@ pub struct SegmentView {
     metadata: Arc<dyn MetadataStore>,
     state: RwLock<ViewState>,
     refreshing: tokio::sync::Mutex<()>,
+    /// Bumped under the write lock by every change readers could see.
+    generation: AtomicU64,
 }
 
 /// How often [`SegmentView::handoff`] tries to re-read the used segments after a publish.
@@ -147,7 +150,23 @@ impl SegmentView {
             metadata,
             state: RwLock::new(ViewState::default()),
             refreshing: tokio::sync::Mutex::new(()),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// A number that changes whenever the view does (a refresh, a handoff, hydrants added,
+    /// replaced or dropped). Something computed from the view after reading generation `g`
+    /// is current for as long as `generation()` still returns `g`.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The write lock, with the generation bumped (while it is held, so a reader that sees
+    /// the new generation sees the change once it can read).
+    fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, ViewState> {
+        let guard = self.state.write().expect("view lock");
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        guard
     }
 
     /// Rebuilds every timeline from the used segments in the metadata store; hydrants stay.
@@ -168,7 +187,7 @@ impl SegmentView {
             .into_iter()
             .map(|(ds, segs)| (ds, Arc::new(Timeline::build(segs))))
             .collect();
-        self.state.write().expect("view lock").timelines = timelines;
+        self.write_state().timelines = timelines;
         Ok(())
     }
 
@@ -179,10 +198,7 @@ impl SegmentView {
     pub async fn refresh_data_source(&self, data_source: &str) -> Result<(), StorageError> {
         let _one_at_a_time = self.refreshing.lock().await;
         let segs = self.metadata.used_segments(data_source, None).await?;
-        self.state
-            .write()
-            .expect("view lock")
-            .install(data_source, segs);
+        self.write_state().install(data_source, segs);
         Ok(())
     }
 
@@ -257,7 +273,7 @@ impl SegmentView {
         task_id: &str,
         hydrants: Vec<Hydrant>,
     ) {
-        let mut state = self.state.write().expect("view lock");
+        let mut state = self.write_state();
         let realtime = state.realtime.entry(data_source.to_string()).or_default();
         let sink = realtime.sinks.entry(sink_id.to_string()).or_default();
         let replica = match sink.replicas.iter().position(|r| r.task_id == task_id) {
@@ -312,7 +328,7 @@ impl SegmentView {
         replaced: std::ops::RangeInclusive<u64>,
         merged: Vec<Hydrant>,
     ) {
-        let mut state = self.state.write().expect("view lock");
+        let mut state = self.write_state();
         let Some(realtime) = state.realtime.get_mut(data_source) else {
             return;
         };
@@ -339,7 +355,7 @@ impl SegmentView {
     /// without publishing, or finished after its handoff). If it was a sink's visible replica,
     /// the next registered replica of that sink becomes visible.
     pub fn drop_task_hydrants(&self, data_source: &str, task_id: &str) {
-        let mut state = self.state.write().expect("view lock");
+        let mut state = self.write_state();
         let Some(realtime) = state.realtime.get_mut(data_source) else {
             return;
         };
@@ -407,7 +423,7 @@ impl SegmentView {
                 }
             }
         }
-        let mut state = self.state.write().expect("view lock");
+        let mut state = self.write_state();
         if let Some(segments) = segments {
             state.install(data_source, segments);
         }
