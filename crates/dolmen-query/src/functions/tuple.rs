@@ -880,6 +880,17 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(v, "[8.0]");
+        let v = one(
+            &ctx,
+            &format!(
+                "SELECT DS_TUPLE_DOUBLES_METRICS_SUM_ESTIMATE(DS_TUPLE_DOUBLES_INTERSECT(\
+                 DECODE_BASE64_COMPLEX('arrayOfDoublesSketch', '{FEDCAB_SKETCH}'), \
+                 DS_TUPLE_DOUBLES(dim2, m1), 128)) FROM foo"
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(v, "[8.0]");
         // Druid's testNullInputs: the union skips nulls; intersections of a null are null here.
         let b = rows(
             &ctx,
