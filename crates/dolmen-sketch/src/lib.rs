@@ -9,11 +9,14 @@
 //! | `thetaSketch`             | [`ThetaAcc`] (`COMPLEX<thetaSketch>`) | `datasketches` crate (theta family) |
 //! | `quantilesDoublesSketch`  | [`quantiles::DoublesSketch`]        | this crate (the crate has no classic quantiles sketch) |
 //! | `hyperUnique`             | [`hyper_unique::HyperLogLogCollector`] | this crate (Druid's own format) |
+//! | `arrayOfDoublesSketch`    | [`tuple::ArrayOfDoublesUpdateSketch`], [`tuple::ArrayOfDoublesCompactSketch`] (`COMPLEX<arrayOfDoublesSketch>`) | this crate (the crate's tuple sketch writes the C++ generic tuple format, not Java's ArrayOfDoubles one) |
 //!
-//! See `docs/adr/0006-sketch-metrics.md` for why the last two are written here.
+//! See `docs/adr/0006-sketch-metrics.md` for why the quantiles and hyperUnique sketches are
+//! written here; the tuple sketch is too, for the reason in its row.
 
 pub mod hyper_unique;
 pub mod quantiles;
+pub mod tuple;
 
 mod ds;
 

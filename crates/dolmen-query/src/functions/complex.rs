@@ -3,8 +3,8 @@
 //! Druid's `docs/querying/sql-scalar.md` ("Other scalar functions").
 //!
 //! `dataType` is a string literal naming the complex type, with or without `COMPLEX<...>`:
-//! `HLLSketch`, `thetaSketch`, `quantilesDoublesSketch` or `hyperUnique`. The result is a
-//! Binary column marked with that Druid type ([`super::sketches::DRUID_TYPE_METADATA_KEY`]), so
+//! `HLLSketch`, `thetaSketch`, `quantilesDoublesSketch`, `arrayOfDoublesSketch` or
+//! `hyperUnique`. The result is a Binary column marked with that Druid type ([`super::sketches::DRUID_TYPE_METADATA_KEY`]), so
 //! the sketch functions and the result writers treat it like a sketch column. Each value is
 //! deserialized to check it (Druid's `ComplexMetricSerde.fromBytes`): text that is not base64,
 //! or bytes that are not a value of the type, are an execution error naming the function. A
@@ -23,6 +23,7 @@ use datafusion::logical_expr::{
 };
 use dolmen_sketch::hyper_unique::HyperLogLogCollector;
 use dolmen_sketch::quantiles::DoublesSketch;
+use dolmen_sketch::tuple::ArrayOfDoublesCompactSketch;
 use dolmen_sketch::{HllSketchView, ThetaSketchView};
 
 use super::sketches::DRUID_TYPE_METADATA_KEY;
@@ -35,6 +36,7 @@ enum ComplexType {
     Hll,
     Theta,
     Quantiles,
+    Tuple,
     HyperUnique,
 }
 
@@ -48,6 +50,7 @@ impl ComplexType {
             "HLLSketch" | "HLLSketchBuild" | "HLLSketchMerge" => Some(ComplexType::Hll),
             "thetaSketch" => Some(ComplexType::Theta),
             "quantilesDoublesSketch" => Some(ComplexType::Quantiles),
+            "arrayOfDoublesSketch" => Some(ComplexType::Tuple),
             "hyperUnique" => Some(ComplexType::HyperUnique),
             _ => None,
         }
@@ -58,6 +61,7 @@ impl ComplexType {
             ComplexType::Hll => "COMPLEX<HLLSketch>",
             ComplexType::Theta => "COMPLEX<thetaSketch>",
             ComplexType::Quantiles => "COMPLEX<quantilesDoublesSketch>",
+            ComplexType::Tuple => super::tuple::TUPLE_DRUID_TYPE,
             ComplexType::HyperUnique => "COMPLEX<hyperUnique>",
         }
     }
@@ -72,6 +76,9 @@ impl ComplexType {
                 .map(|_| ())
                 .map_err(|e| e.to_string()),
             ComplexType::Quantiles => DoublesSketch::deserialize(bytes)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            ComplexType::Tuple => ArrayOfDoublesCompactSketch::from_bytes(bytes)
                 .map(|_| ())
                 .map_err(|e| e.to_string()),
             ComplexType::HyperUnique => HyperLogLogCollector::from_bytes(bytes)
@@ -106,7 +113,7 @@ fn type_argument(arg: Option<&ScalarValue>) -> Result<ComplexType> {
     };
     ComplexType::parse(name).ok_or_else(|| {
         DataFusionError::Plan(format!(
-            "{NAME}: unknown complex type [{name}]; takes HLLSketch, thetaSketch, quantilesDoublesSketch or hyperUnique"
+            "{NAME}: unknown complex type [{name}]; takes HLLSketch, thetaSketch, quantilesDoublesSketch, arrayOfDoublesSketch or hyperUnique"
         ))
     })
 }

@@ -46,6 +46,7 @@ pub mod histogram;
 pub mod period;
 pub mod scalar;
 pub mod sketches;
+pub mod tuple;
 
 use std::sync::Arc;
 
@@ -246,6 +247,7 @@ pub fn register_druid_functions(ctx: &SessionContext) {
         .into_iter()
         .chain(arrays::udfs())
         .chain(sketches::udfs())
+        .chain(tuple::udfs())
         .chain([complex::decode_base64_complex(), bloom::bloom_filter_test()])
     {
         ctx.register_udf(udf);
@@ -258,6 +260,7 @@ pub fn register_druid_functions(ctx: &SessionContext) {
         .into_iter()
         .chain(scalar::udafs())
         .chain(sketches::udafs())
+        .chain(tuple::udafs())
     {
         ctx.register_udaf(udaf);
     }

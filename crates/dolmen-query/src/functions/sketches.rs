@@ -192,7 +192,7 @@ pub fn udfs() -> Vec<ScalarUDF> {
 // Literal parameters
 // ---------------------------------------------------------------------------------------------
 
-fn plan_error(msg: String) -> DataFusionError {
+pub(super) fn plan_error(msg: String) -> DataFusionError {
     DataFusionError::Plan(msg)
 }
 
@@ -208,7 +208,7 @@ fn lit_f64(v: &ScalarValue) -> Option<f64> {
 }
 
 /// A numeric literal truncated to an integer, as Java's `Number.intValue()` does.
-fn lit_int(func: &str, what: &str, v: &ScalarValue) -> Result<i64> {
+pub(super) fn lit_int(func: &str, what: &str, v: &ScalarValue) -> Result<i64> {
     match v {
         ScalarValue::Int64(Some(i)) => Ok(*i),
         _ => match lit_f64(v) {
@@ -277,11 +277,11 @@ fn check_number(func: &str, what: &str, v: &ScalarValue) -> Result<f64> {
     }
 }
 
-fn is_numeric_type(dt: &DataType) -> bool {
+pub(super) fn is_numeric_type(dt: &DataType) -> bool {
     dt.is_numeric() || matches!(dt, DataType::Null)
 }
 
-fn is_binary_type(dt: &DataType) -> bool {
+pub(super) fn is_binary_type(dt: &DataType) -> bool {
     matches!(
         dt,
         DataType::Binary
@@ -749,7 +749,7 @@ fn bad_sketch(func: &str, family: SketchFamily, e: impl std::fmt::Display) -> Da
 }
 
 /// The first (only) state column as Binary.
-fn state_column(states: &[ArrayRef]) -> Result<Option<ArrayRef>> {
+pub(super) fn state_column(states: &[ArrayRef]) -> Result<Option<ArrayRef>> {
     match states.first() {
         Some(s) => Ok(Some(cast(s, &DataType::Binary)?)),
         None => Ok(None),
@@ -1365,7 +1365,7 @@ impl ScalarUDFImpl for SketchFunctionUdf {
 /// A sketch argument as Binary: binary values as they are, strings decoded from base64 (the
 /// form sketches take in JSON results, which Druid's `HllSketchHolder.fromObj`,
 /// `SketchHolder.deserialize` and `DoublesSketchOperations.deserialize` accept too).
-fn sketch_array(func: &str, a: ArrayRef) -> Result<ArrayRef> {
+pub(super) fn sketch_array(func: &str, a: ArrayRef) -> Result<ArrayRef> {
     if !super::is_string(a.data_type()) {
         return Ok(cast(&a, &DataType::Binary)?);
     }
@@ -1437,7 +1437,7 @@ fn quantiles_sketch(func: &str, bytes: &[u8]) -> Result<DoublesSketch> {
     DoublesSketch::deserialize(bytes).map_err(|e| bad_sketch(func, SketchFamily::Quantiles, e))
 }
 
-fn exec_error(func: &str, e: impl std::fmt::Display) -> DataFusionError {
+pub(super) fn exec_error(func: &str, e: impl std::fmt::Display) -> DataFusionError {
     DataFusionError::Execution(format!("{func}: {e}"))
 }
 
