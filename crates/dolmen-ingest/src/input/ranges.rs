@@ -144,7 +144,13 @@ pub fn open_range(
     Ok(BufReader::with_capacity(1 << 20, f.take(end - start)))
 }
 
-/// Decodes one byte range, calling `send` per batch; stops when `send` returns false.
+/// Rows the JSON decoder takes at a time: its tape for this many lines stays in the CPU's
+/// caches (a 65,536-line tape is ~10 MiB); decoded pieces are put together into batches of
+/// the requested size.
+const JSON_DECODE_ROWS: usize = 8192;
+
+/// Decodes one byte range, calling `send` per batch of about `batch_rows` rows; stops when
+/// `send` returns false.
 ///
 /// # Errors
 /// I/O and decode errors.
@@ -161,9 +167,12 @@ pub fn decode_range(
         open_range(path, start, end).map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
     match format {
         TextFormat::Json => {
+            let step = batch_rows.min(JSON_DECODE_ROWS);
             let mut decoder = arrow::json::ReaderBuilder::new(Arc::clone(schema))
-                .with_batch_size(batch_rows)
+                .with_batch_size(step)
                 .build_decoder()?;
+            let mut pending: Vec<RecordBatch> = Vec::new();
+            let mut pending_rows = 0;
             loop {
                 loop {
                     let buf = reader
@@ -179,13 +188,27 @@ pub fn decode_range(
                         break;
                     }
                 }
-                match decoder.flush()? {
-                    Some(b) => {
-                        if !send(b) {
-                            return Ok(());
-                        }
+                let flushed = decoder.flush()?;
+                let done = flushed.is_none();
+                if let Some(b) = flushed {
+                    pending_rows += b.num_rows();
+                    pending.push(b);
+                }
+                if (done || pending_rows >= batch_rows) && !pending.is_empty() {
+                    let b = if pending.len() == 1 {
+                        pending.pop().expect("one batch")
+                    } else {
+                        let b = arrow::compute::concat_batches(schema, &pending)?;
+                        pending.clear();
+                        b
+                    };
+                    pending_rows = 0;
+                    if !send(b) {
+                        return Ok(());
                     }
-                    None => return Ok(()),
+                }
+                if done {
+                    return Ok(());
                 }
             }
         }
