@@ -39,6 +39,7 @@
 //! `CENTURY`/`MILLENNIUM` round up.
 
 pub mod approx;
+pub mod approx_histogram;
 pub mod arrays;
 pub mod bloom;
 pub mod complex;
@@ -256,6 +257,7 @@ pub fn register_druid_functions(ctx: &SessionContext) {
     }
     ctx.register_udaf(approx::approx_count_distinct());
     ctx.register_udaf(histogram::approx_quantile_fixed_buckets());
+    ctx.register_udaf(approx_histogram::approx_quantile());
     ctx.register_udaf(bloom::bloom_filter());
     for udf in scalar::udfs()
         .into_iter()
