@@ -26,7 +26,7 @@
 //! Two SQL-standard argument forms Druid (Calcite) takes but DataFusion's parser does not are
 //! rewritten on tokens too ([`rewrite_standard_forms`]): `JSON_OBJECT(KEY k VALUE v, ...)`
 //! (also `k VALUE v` and `k: v`) becomes `JSON_OBJECT(k, v, ...)` (blanked in place), and `POSITION(a IN b FROM n)` becomes
-//! the same search on `SUBSTR(b, GREATEST(n, 1))`, shifted back (0 when not found; Druid's
+//! the same search on `SUBSTR(b, GREATEST(n, 1))` (`''` past the end), shifted back (0 when not found; Druid's
 //! `strpos(b, a, n - 1) + 1`, where a start before 1 searches from the beginning).
 
 use datafusion::common::{DataFusionError, Result};
@@ -414,7 +414,11 @@ fn rewrite_standard_forms(
             let needle = text(i + 2, in_at - 1);
             let haystack = text(in_at + 1, from_at - 1);
             let start = text(from_at + 1, close - 1);
-            let found = format!("STRPOS(SUBSTR(({haystack}), GREATEST(({start}), 1)), ({needle}))");
+            // Druid's SUBSTR is null past the end of the string: search '' there instead
+            // (`LEFT(b, 0)`, null when `b` is).
+            let found = format!(
+                "STRPOS(COALESCE(SUBSTR(({haystack}), GREATEST(({start}), 1)), LEFT(({haystack}), 0)), ({needle}))"
+            );
             let replacement = format!(
                 "(CASE WHEN {found} = 0 THEN 0 ELSE {found} + GREATEST(({start}), 1) - 1 END)"
             );

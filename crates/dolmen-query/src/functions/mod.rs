@@ -39,6 +39,7 @@
 //! `CENTURY`/`MILLENNIUM` round up.
 
 pub mod approx;
+pub mod approx_histogram;
 pub mod arrays;
 pub mod bloom;
 pub mod complex;
@@ -237,11 +238,26 @@ pub fn druid_udfs() -> Vec<ScalarUDF> {
 
 /// Registers [`druid_udfs`] in `ctx`, replacing functions of the same names.
 pub fn register_druid_functions(ctx: &SessionContext) {
+    // SUBSTRING/SUBSTR reach DataFusion as an expression its planners (tried in order) turn into
+    // a call, not a function looked up by name: Druid's planner goes first. The state is
+    // rebuilt before anything else is registered, while its functions are DataFusion's own
+    // (rebuilding re-registers every function under its aliases).
+    {
+        let state = ctx.state_ref();
+        let mut state = state.write();
+        let mut builder =
+            datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
+                .with_session_id(state.session_id().to_string());
+        let planners = builder.expr_planners().get_or_insert_with(Vec::new);
+        planners.insert(0, Arc::new(scalar::DruidSubstringPlanner));
+        *state = builder.build();
+    }
     for udf in druid_udfs() {
         ctx.register_udf(udf);
     }
     ctx.register_udaf(approx::approx_count_distinct());
     ctx.register_udaf(histogram::approx_quantile_fixed_buckets());
+    ctx.register_udaf(approx_histogram::approx_quantile());
     ctx.register_udaf(bloom::bloom_filter());
     for udf in scalar::udfs()
         .into_iter()

@@ -14,6 +14,7 @@
 //! | `REGEXP_REPLACE(expr, pattern, replacement)` | VARCHAR: every match replaced; `$1`, `${name}`, `\$` as in Java (replaces DataFusion's, which replaces the first match only) |
 //! | `DECODE_BASE64_UTF8(expr)` | VARCHAR: base64 (standard alphabet, padding optional) decoded as UTF-8 |
 //! | `LEFT(expr, n)` / `RIGHT(expr, n)` | VARCHAR: first / last `n` UTF-16 code units; negative `n` is an error (replace DataFusion's) |
+//! | `SUBSTRING(expr, start[, length])`, `SUBSTRING(expr FROM start [FOR length])`, `SUBSTR` | VARCHAR: Druid's `substring(expr, start - 1, length)` expression, in UTF-16 code units: null when `start` is past the end (so any `start` on `''`), the rest of the string for a negative or absent `length`, cut at the end; a null `start` or `length` reads as 0 (Druid's `asInt`); a `start` below 1 is an error (Java's `substring` throws in Druid), at planning for a literal (replaces DataFusion's in all three forms, see [`DruidSubstringPlanner`]) |
 //! | `REPEAT(expr, n)` | VARCHAR: `expr` `n` times; null when `n < 1` (replaces DataFusion's) |
 //! | `LPAD`, `RPAD(expr, length[, chars])` | VARCHAR: padded with `chars` (default space) or truncated to `length`; an empty `chars` adds nothing; null when `length <= 0` (replace DataFusion's) |
 //! | `TRUNCATE`, `TRUNC(x[, digits])` | BIGINT for integer `x`, else DOUBLE: Druid's `cast(cast(x * 10^digits, long), double) / 10^digits` (replaces DataFusion's `trunc`) |
@@ -41,15 +42,13 @@
 //! | `JSON_OBJECT(key, value[, key, value ..])` | `COMPLEX<json>`: function-call form of `JSON_OBJECT(KEY k VALUE v, ..)`, keys in Java `HashMap` order as Druid |
 //!
 //! DataFusion built-ins that already have Druid's semantics and are kept (each is covered by a
-//! test below): `REPLACE`, `REVERSE`, `STRPOS`, `POSITION(.. IN ..)`, `SUBSTRING`/`SUBSTR`,
+//! test below): `REPLACE`, `REVERSE`, `STRPOS`, `POSITION(.. IN ..)`,
 //! `TRIM`/`BTRIM`/`LTRIM`/`RTRIM`, `LOWER`, `UPPER`, `NVL`, `PI`, `COT`, `LOG10`, `LN`, `ABS`,
 //! `CEIL`, `FLOOR`, `POWER`, `SQRT`, `EXP`, the `||` operator (null when either side is null).
 //! `STRPOS`/`POSITION` count characters where Druid counts UTF-16 code units (the same outside
 //! the astral planes); `POSITION(.. IN .. FROM n)` does not get through the SQL parser.
-//! `SUBSTRING` is planned by DataFusion's `UnicodeFunctionPlanner` straight to its own `substr`,
-//! so it is not replaced here (a registered `substr` would only change `SUBSTR(..)` calls):
-//! it differs from Druid past the end of the string (`''` where Druid gives null) and for an
-//! index below 1 (Postgres semantics where Druid fails).
+//! A cut through a surrogate pair (`SUBSTRING`, `LEFT`, `RIGHT`) leaves U+FFFD for the lone half,
+//! which Java would keep as an unpaired surrogate.
 //!
 //! JSON values (Druid's `COMPLEX<json>`) are Arrow `Utf8` columns holding compact JSON text whose
 //! [`Field`] carries the metadata [`COMPLEX_METADATA_KEY`] = [`JSON_COMPLEX_TYPE`] (see
@@ -80,9 +79,10 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use base64::Engine as _;
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult};
 use datafusion::logical_expr::{
-    AggregateUDF, ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
-    Signature, Volatility,
+    AggregateUDF, ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility,
 };
 use regex::Regex;
 use serde_json::Value;
@@ -115,6 +115,24 @@ pub fn udfs() -> Vec<ScalarUDF> {
         .iter()
         .map(|(name, f)| ScalarUDF::new_from_impl(DruidScalarUdf::new(name, *f)))
         .collect()
+}
+
+/// Plans the SQL parser's substring expression (`SUBSTRING(x FROM a FOR b)`, `SUBSTRING(x, a, b)`,
+/// `SUBSTR(x, a, b)`: all three reach DataFusion as one AST node that its expression planners,
+/// not the function registry, turn into a call) as Druid's `SUBSTRING`
+/// ([`ScalarFunction::Substring`]). [`super::register_druid_functions`] puts it before
+/// DataFusion's own planners, which would plan DataFusion's `substr`.
+#[derive(Debug)]
+pub struct DruidSubstringPlanner;
+
+impl ExprPlanner for DruidSubstringPlanner {
+    fn plan_substring(&self, args: Vec<Expr>) -> Result<PlannerResult<Vec<Expr>>> {
+        let udf =
+            ScalarUDF::new_from_impl(DruidScalarUdf::new("substr", ScalarFunction::Substring));
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(
+            datafusion::logical_expr::expr::ScalarFunction::new_udf(Arc::new(udf), args),
+        )))
+    }
 }
 
 /// The aggregate functions of this module, registered by [`super::register_druid_functions`].
@@ -151,6 +169,8 @@ pub enum ScalarFunction {
     Left,
     /// `RIGHT(expr, n)`.
     Right,
+    /// `SUBSTRING(expr, start[, length])` / `SUBSTR`.
+    Substring,
     /// `REPEAT(expr, n)`.
     Repeat,
     /// `LPAD(expr, length[, chars])`.
@@ -251,6 +271,8 @@ impl ScalarFunction {
         ("decode_base64_utf8", ScalarFunction::DecodeBase64Utf8),
         ("left", ScalarFunction::Left),
         ("right", ScalarFunction::Right),
+        ("substr", ScalarFunction::Substring),
+        ("substring", ScalarFunction::Substring),
         ("repeat", ScalarFunction::Repeat),
         ("lpad", ScalarFunction::Lpad),
         ("rpad", ScalarFunction::Rpad),
@@ -313,7 +335,7 @@ impl ScalarFunction {
             Textcat | ContainsString | IcontainsString | RegexpLike | Mod | Div | SafeDivide
             | BitwiseAnd | BitwiseOr | BitwiseXor | BitwiseShiftLeft | BitwiseShiftRight
             | Ipv4Match | Ipv6Match | JsonValue | JsonQuery | JsonQueryArray | JsonKeys => (2, 2),
-            RegexpExtract | Lpad | Rpad => (2, 3),
+            RegexpExtract | Lpad | Rpad | Substring => (2, 3),
             Left | Right | Repeat => (2, 2),
             RegexpReplace => (3, 3),
             ParseLong | Truncate | Round | HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => {
@@ -334,6 +356,7 @@ impl ScalarFunction {
             StringFormat if i > 0 => Kind::Any,
             ParseLong | Left | Right | Repeat | Lpad | Rpad if i == 1 => Kind::Num,
             RegexpExtract if i == 2 => Kind::Num,
+            Substring if i > 0 => Kind::Num,
             Truncate | Round | Mod | Div | SafeDivide | BitwiseAnd | BitwiseOr | BitwiseXor
             | BitwiseShiftLeft | BitwiseShiftRight | BitwiseComplement | DoubleToLongBits
             | LongBitsToDouble | HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => Kind::Num,
@@ -450,6 +473,13 @@ impl DruidScalarUdf {
                     && n < 0
                 {
                     return plan_err!("{f}: needs a positive integer as the second argument");
+                }
+            }
+            Substring => {
+                if let Some(start) = lit_int(1)
+                    && start < 1
+                {
+                    return plan_err!("{f}: start must be at least 1, got [{start}]");
                 }
             }
             HumanBinaryBytes | HumanDecimalBytes | HumanDecimal => {
@@ -963,6 +993,51 @@ impl Call<'_> {
                             out.append_value(utf16_slice(x, len.saturating_sub(y as usize), None))
                         }
                     }
+                }
+                Arc::new(out.finish())
+            }
+            Substring => {
+                let s = self.strs(0)?;
+                let start = self.nums(1)?;
+                let length = match self.args.get(2) {
+                    Some(_) => Some(self.nums(2)?),
+                    None => None,
+                };
+                let mut out = StringBuilder::with_capacity(n, n * 8);
+                for r in 0..n {
+                    if s.is_null(r) {
+                        out.append_null();
+                        continue;
+                    }
+                    let x = s.value(r);
+                    // Druid's `substring(expr, start - 1, length)` expression: Java ints, a null
+                    // start or length reads as 0 (`asInt`), no length as -1.
+                    let index = start.long(r).map_or(0, |v| v.wrapping_sub(1) as i32);
+                    let length = match &length {
+                        None => -1,
+                        Some(l) => l.long(r).map_or(0, |v| v as i32),
+                    };
+                    if index < 0 {
+                        // Java's `substring` throws StringIndexOutOfBoundsException.
+                        return exec_err!(
+                            "{f}: start must be at least 1, got [{}]",
+                            i64::from(index) + 1
+                        );
+                    }
+                    let index = index as usize;
+                    let units = if x.is_ascii() {
+                        x.len()
+                    } else {
+                        x.encode_utf16().count()
+                    };
+                    if index >= units {
+                        // Past the end (and any start on ''): null, not ''.
+                        out.append_null();
+                        continue;
+                    }
+                    // A negative length takes the rest of the string.
+                    let end = usize::try_from(length).ok().map(|l| index + l);
+                    out.append_value(utf16_slice(x, index, end));
                 }
                 Arc::new(out.finish())
             }
@@ -2659,9 +2734,6 @@ mod tests {
                 ("STRPOS('hello', 'l')", "3"),
                 ("STRPOS('hello', 'z')", "0"),
                 ("POSITION('l' IN 'hello')", "3"),
-                ("SUBSTRING('hello', 2, 3)", r#""ell""#),
-                ("SUBSTR('hello', 2)", r#""ello""#),
-                ("SUBSTRING('hello' FROM 2 FOR 2)", r#""el""#),
                 ("TRIM('  a  ')", r#""a""#),
                 ("TRIM(BOTH 'x' FROM 'xax')", r#""a""#),
                 ("TRIM(LEADING 'x' FROM 'xax')", r#""ax""#),
@@ -2688,6 +2760,71 @@ mod tests {
             ],
         )
         .await;
+    }
+
+    /// Druid's `substring(expr, start - 1, length)` expression, in every SQL spelling.
+    #[tokio::test]
+    async fn substring_has_druid_semantics() {
+        let ctx = ctx();
+        check(
+            &ctx,
+            &[
+                ("SUBSTRING('hello', 2, 3)", r#""ell""#),
+                ("SUBSTR('hello', 2)", r#""ello""#),
+                ("SUBSTRING('hello' FROM 2 FOR 2)", r#""el""#),
+                ("SUBSTRING('hello' FROM 2)", r#""ello""#),
+                ("SUBSTRING('hello' FOR 2)", r#""he""#),
+                // Past the end: null (DataFusion and Postgres give ''), in all three forms.
+                ("SUBSTRING('abc' FROM 5)", "null"),
+                ("SUBSTRING('abc', 5)", "null"),
+                ("SUBSTR('abc', 5, 1)", "null"),
+                ("SUBSTRING('abc' FROM 4 FOR 1)", "null"),
+                ("SUBSTRING('abc', 3)", r#""c""#),
+                // Any start on '' is past its end.
+                ("SUBSTRING('', 1)", "null"),
+                // A length past the end stops at the end; 0 is ''; a negative one takes the rest.
+                ("SUBSTRING('abc', 2, 10)", r#""bc""#),
+                ("SUBSTRING('abc', 2, 0)", r#""""#),
+                ("SUBSTRING('abc', 2, -1)", r#""bc""#),
+                ("SUBSTR('abc', 1, -5)", r#""abc""#),
+                // Nulls: a null string is null; a null start or length reads as 0 (Druid's
+                // `asInt`), so start NULL is the first character and length NULL is ''.
+                ("SUBSTRING(CAST(NULL AS VARCHAR), 1)", "null"),
+                ("SUBSTRING('abc', CAST(NULL AS INT))", r#""abc""#),
+                ("SUBSTRING('abc', 2, CAST(NULL AS INT))", r#""""#),
+                // UTF-16 code units, as Java's String.
+                ("SUBSTRING('a😀b', 2, 2)", r#""😀""#),
+                ("SUBSTRING('a😀b', 4)", r#""b""#),
+                ("SUBSTRING('a😀b', 5)", "null"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            col(&ctx, "SELECT SUBSTRING(s, LENGTH(s) - 1, 1) FROM t").await,
+            [r#""l""#, "null", r#"".""#]
+        );
+        assert_eq!(
+            col(&ctx, "SELECT SUBSTRING(s, 5) FROM t").await,
+            [r#""o""#, "null", "null"]
+        );
+        assert_eq!(
+            col(&ctx, "SELECT SUBSTR(s FROM 2) FROM t").await,
+            [r#""ello""#, "null", r#"".b""#]
+        );
+        // A start below 1 fails in Druid (Java's substring throws): at planning for a literal,
+        // per row otherwise.
+        for sql in [
+            "SELECT SUBSTRING(s, 0) FROM t",
+            "SELECT SUBSTR(s FROM -1 FOR 2) FROM t",
+        ] {
+            let e = plan_fails(&ctx, sql).await;
+            assert!(
+                e.contains("SUBSTR") && e.contains("start must be at least 1"),
+                "{e}"
+            );
+        }
+        let e = fails(&ctx, "SELECT SUBSTRING(s, i) FROM t").await;
+        assert!(e.contains("start must be at least 1, got [-7]"), "{e}");
     }
 
     /// Replaced built-ins whose edge cases differ in DataFusion.
