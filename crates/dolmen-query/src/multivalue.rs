@@ -1,5 +1,5 @@
 //! Druid's multi-value string semantics for SQL (`docs/querying/multi-value-dimensions.md`,
-//! "Querying multi-value dimensions"), as a DataFusion analyzer rule.
+//! "Querying multi-value dimensions"), as a DataFusion analyzer rule and one AST rewrite.
 //!
 //! A multi-value string dimension reaches queries as a `List<Utf8>` column whose field carries
 //! [`dolmen_segment::MULTI_VALUE_METADATA_KEY`] (see [`crate::table`]). Druid SQL treats such a
@@ -9,6 +9,7 @@
 //! | Druid SQL on a multi-value column `mv` | becomes | meaning |
 //! |---|---|---|
 //! | `GROUP BY mv` | unnest `mv` below the aggregate, an empty or null row as one null value | a row counts once per value (Druid's implicit unnesting) |
+//! | `GROUP BY f(mv)`, `f` scalar | `GROUP BY array_transform(mv, __mv_value -> f(__mv_value))`, unnested the same way | `f` is applied to each value (Druid's implicit mapping); each result is a group |
 //! | `WHERE mv = x` | `array_has(mv, x)` | any value matches |
 //! | `WHERE mv <> x` | `NOT array_has(mv, x)` | no value matches |
 //! | `WHERE mv IN (x, y)` / `NOT IN` | `array_has_any(mv, [x, y])` / `NOT ...` | any value is in the list |
@@ -17,10 +18,40 @@
 //! Filters match whole rows, so a row passing `WHERE mv = 'a'` still groups by all of its values,
 //! as in Druid (use `MV_FILTER_ONLY` to keep only some). The rule rewrites `Filter` predicates
 //! and `GROUP BY` keys that are multi-value columns or expressions returning multi-value strings
-//! (the `MV_*` functions, `STRING_TO_MV`), which are computed below the aggregate and unnested
-//! the same way. Not rewritten: grouping sets, and scalar expressions over `mv` such as
-//! `UPPER(mv)` (Druid maps them over each value); elsewhere the column stays a list and renders
-//! as Druid's array text.
+//! (the `MV_*` functions, `STRING_TO_MV`, and mapped keys, below), which are computed below the
+//! aggregate and unnested the same way.
+//!
+//! ## Scalar expressions over a multi-value column as keys
+//!
+//! DataFusion's SQL planner types `UPPER(mv)` against `List<Utf8>` and fails (or, for `mv ||
+//! 'x'`, plans an array append) before any analyzer rule runs, so these keys are rewritten in
+//! the SQL AST, before planning, by [`map_multi_value_group_keys`] (ADR 0013). For each
+//! `SELECT` with a plain `GROUP BY` key (by expression, ordinal or alias) that names an
+//! identifier and is not a bare column, the `FROM` clause is planned alone (`WITH <CTEs in
+//! scope> SELECT * FROM ...`) to learn which columns are multi-value. A key that references
+//! exactly one multi-value column, never inside a function taking whole arrays, becomes
+//! `array_transform(mv, __mv_value -> key[mv := __mv_value])` (DataFusion's lambda function;
+//! other columns of the row are captured), and so does every occurrence of the same expression
+//! in the select list, `HAVING` and `ORDER BY` outside aggregate and window calls, so that they
+//! name the key. The rule then unnests `array_transform` over a multi-value column like a
+//! multi-value column: an empty or null row is one null group (the expression is not applied
+//! to it, as Druid's grouping engine treats an empty row as null), and a row with several values
+//! counts once in each of its groups.
+//!
+//! Functions taking whole arrays, whose multi-value arguments are never mapped: `MV_*`,
+//! `ARRAY*`, `LIST_*`, `STRING_TO_MV`, `SCALAR_IN_ARRAY`, `CARDINALITY`, `EMPTY`, `FLATTEN`,
+//! `UNNEST`, `MAKE_ARRAY`/`MAKE_LIST`, aggregates, window functions, array literals,
+//! subscripts and subqueries. A key using the column both ways (`MV_LENGTH(mv) + LENGTH(mv)`)
+//! is left as it is.
+//!
+//! Not covered (left as DataFusion plans them, usually a type error): expressions over two or
+//! more multi-value columns (Druid maps the cartesian product); grouping sets; `SELECT
+//! DISTINCT f(mv)` without `GROUP BY`; select items over a grouped key that are not the key
+//! itself (`SELECT UPPER(mv) ... GROUP BY mv`, `SELECT f(mv) || '!' ... GROUP BY f(mv)`); scalar
+//! expressions over `mv` outside `GROUP BY` (elsewhere the column stays a list and renders as
+//! Druid's array text); and a `FROM` clause that does not plan alone (lateral references).
+//! Grouping on `mv` together with a mapped key of the same column unnests them together
+//! (value by value), where Druid would pair every value with every mapped value.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
