@@ -520,6 +520,31 @@ fn multi_value_dimensions_group_and_filter_like_druid() {
         server.sql("SELECT tags, COUNT(*) AS c FROM mv WHERE tags = 'a' GROUP BY 1 ORDER BY 1"),
         vec![json!({"tags": "a", "c": 2}), json!({"tags": "b", "c": 1})]
     );
+    // A scalar expression over the column maps each value; MV_* functions take the whole row.
+    assert_eq!(
+        server.sql(
+            "SELECT CONCAT(UPPER(tags), '-x') AS u, COUNT(*) AS c FROM mv GROUP BY 1 \
+             ORDER BY 1 NULLS FIRST"
+        ),
+        vec![
+            json!({"u": null, "c": 2}),
+            json!({"u": "A-x", "c": 2}),
+            json!({"u": "B-x", "c": 2}),
+            json!({"u": "C-x", "c": 1}),
+        ]
+    );
+    assert_eq!(
+        server.sql(
+            "SELECT page, UPPER(tags) AS u, MV_LENGTH(tags) AS l FROM mv WHERE tags = 'b' \
+             GROUP BY 1, 2, 3 ORDER BY 1, 2"
+        ),
+        vec![
+            json!({"page": "p1", "u": "A", "l": 2}),
+            json!({"page": "p1", "u": "B", "l": 2}),
+            json!({"page": "p2", "u": "B", "l": 2}),
+            json!({"page": "p2", "u": "C", "l": 2}),
+        ]
+    );
 }
 
 #[test]
