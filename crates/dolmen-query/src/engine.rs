@@ -439,6 +439,12 @@ impl QueryEngine {
         state
     }
 
+    /// A copy of the engine's session state (for tests that compare sessions).
+    #[cfg(test)]
+    pub(crate) fn state_for_tests(&self) -> SessionState {
+        self.ctx.state()
+    }
+
     /// How many optimized plans the plan cache holds ([`crate::plan_cache`]).
     pub fn cached_plans(&self) -> usize {
         self.plans.len()
@@ -557,7 +563,10 @@ impl QueryEngine {
             .with_config(config)
             .with_runtime_env(runtime)
             .build();
-        Ok(SessionContext::new_with_state(state))
+        let ctx = SessionContext::new_with_state(state);
+        // The rebuild re-registered functions under their aliases; Druid's overrides win.
+        crate::functions::register_druid_udfs(&ctx);
+        Ok(ctx)
     }
 
     /// [`QueryEngine::plan`] in a given session (see [`QueryEngine::build_session`]).

@@ -252,6 +252,14 @@ pub fn register_druid_functions(ctx: &SessionContext) {
         planners.insert(0, Arc::new(scalar::DruidSubstringPlanner));
         *state = builder.build();
     }
+    register_druid_udfs(ctx);
+}
+
+/// Registers Dolmen's functions (the part of [`register_druid_functions`] that a session
+/// rebuilt with `SessionStateBuilder::new_from_existing` must get again: the rebuild
+/// re-registers every function under its aliases, which can put a DataFusion built-in back
+/// over a Druid override of one of its names).
+pub(crate) fn register_druid_udfs(ctx: &SessionContext) {
     for udf in druid_udfs() {
         ctx.register_udf(udf);
     }

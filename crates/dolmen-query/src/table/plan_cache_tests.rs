@@ -1,5 +1,6 @@
 //! The plan cache ([`crate::plan_cache`]) in a real engine: repeated queries reuse their
-//! plan, and every change of the segment view (publish, hydrants) is seen at once.
+//! plan, and every change of the segment view (publish, hydrants) is seen at once. Also the
+//! sessions the engine derives for segment builds, which must plan like queries do.
 
 use super::realtime_tests::Fixture;
 
@@ -130,4 +131,42 @@ async fn the_key_covers_parameters_and_planning_context() {
     .await;
     let all = run("SELECT page FROM rt", None, serde_json::json!({})).await;
     assert_eq!(limited.lines().count() + 1, all.lines().count());
+}
+
+/// A segment build's session (SQL-based ingestion) must resolve every function name to the
+/// same implementation as queries do: rebuilding a session state re-registers functions
+/// under their aliases, which could put a DataFusion built-in back over a Druid override.
+#[tokio::test]
+async fn build_sessions_keep_the_druid_function_overrides() {
+    let f = Fixture::new().await;
+    let build = f
+        .engine
+        .build_session(1, 64 << 20, f.dir.path())
+        .expect("build session");
+    let query = f.engine.state_for_tests();
+    let build = build.state();
+    let mut checked = 0;
+    let mut different = Vec::new();
+    for (name, udf) in query.scalar_functions() {
+        let other = build
+            .scalar_functions()
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} missing from the build session"));
+        // Same implementation type and name (instances may be re-created: Dolmen's are
+        // registered again, DataFusion re-creates its time-zone-aware ones).
+        let kind = |u: &datafusion::logical_expr::ScalarUDF| {
+            let inner: &dyn std::any::Any = u.inner().as_ref();
+            (inner.type_id(), u.name().to_string())
+        };
+        if kind(udf) != kind(other) {
+            different.push(name.clone());
+        }
+        checked += 1;
+    }
+    different.sort();
+    assert!(
+        different.is_empty(),
+        "the build session resolves these to other implementations: {different:?}"
+    );
+    assert!(checked > 100, "{checked}");
 }
