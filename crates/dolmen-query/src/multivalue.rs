@@ -50,8 +50,8 @@
 //! itself (`SELECT UPPER(mv) ... GROUP BY mv`, `SELECT f(mv) || '!' ... GROUP BY f(mv)`); scalar
 //! expressions over `mv` outside `GROUP BY` (elsewhere the column stays a list and renders as
 //! Druid's array text); and a `FROM` clause that does not plan alone (lateral references).
-//! Grouping on `mv` together with a mapped key of the same column unnests them together
-//! (value by value), where Druid would pair every value with every mapped value.
+//! Several multi-value keys (`GROUP BY mv, UPPER(mv)`, or two multi-value columns) group by
+//! every combination of their values, as Druid does.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -148,13 +148,17 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
                     }
                 })
                 .collect::<Result<_>>()?;
-            let unnested = LogicalPlanBuilder::from(Arc::unwrap_or_clone(a.input))
-                .project(projection)?
-                .unnest_columns_with_options(
-                    unnest.clone(),
+            // One unnest per key: several multi-value keys give every combination of their
+            // values (Druid's cartesian product), not the values paired by position.
+            let mut builder =
+                LogicalPlanBuilder::from(Arc::unwrap_or_clone(a.input)).project(projection)?;
+            for c in &unnest {
+                builder = builder.unnest_columns_with_options(
+                    vec![c.clone()],
                     UnnestOptions::new().with_preserve_nulls(true),
-                )?
-                .build()?;
+                )?;
+            }
+            let unnested = builder.build()?;
             // Unnest outputs the values unqualified; give them back the column's qualifier so
             // the aggregate's keys still resolve.
             let requalify: Vec<Expr> = unnested
@@ -942,6 +946,27 @@ mod tests {
             )
             .await,
             vec![vec!["a", "2"], vec!["b", "1"]]
+        );
+    }
+
+    #[tokio::test]
+    async fn several_multi_value_keys_group_by_every_combination() {
+        let ctx = ctx();
+        assert_eq!(
+            rows(
+                &ctx,
+                "SELECT tags, MV_FILTER_ONLY(tags, ARRAY['a', 'b']) AS f, COUNT(*) AS c FROM t \
+                 GROUP BY 1, 2 ORDER BY 1 NULLS FIRST, 2 NULLS FIRST"
+            )
+            .await,
+            vec![
+                vec!["null", "null", "2"],
+                vec!["a", "a", "2"],
+                vec!["a", "b", "1"],
+                vec!["b", "a", "1"],
+                vec!["b", "b", "2"],
+                vec!["c", "b", "1"],
+            ]
         );
     }
 
