@@ -26,7 +26,6 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
 };
-use datafusion::physical_expr::expressions::Literal;
 
 const NAME: &str = "APPROX_QUANTILE_FIXED_BUCKETS";
 
@@ -154,10 +153,7 @@ impl AggregateUDFImpl for ApproxQuantileFixedBuckets {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let literals: Vec<Option<ScalarValue>> = args.exprs[1..]
-            .iter()
-            .map(|e| e.downcast_ref::<Literal>().map(|l| l.value().clone()))
-            .collect();
+        let literals = super::literal_args(args.exprs);
         Ok(Box::new(HistogramAccumulator::new(Params::from_literals(
             &literals,
         )?)))

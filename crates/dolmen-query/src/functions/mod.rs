@@ -290,6 +290,21 @@ pub(crate) fn register_druid_udfs(ctx: &SessionContext) {
     }
 }
 
+/// The values of the literal arguments of an aggregate call after its first (`None` where an
+/// argument is not a literal): the parameters aggregators read when they are built.
+fn literal_args(
+    exprs: &[Arc<dyn datafusion::physical_expr::PhysicalExpr>],
+) -> Vec<Option<datafusion::common::ScalarValue>> {
+    exprs
+        .iter()
+        .skip(1)
+        .map(|e| {
+            e.downcast_ref::<datafusion::physical_expr::expressions::Literal>()
+                .map(|l| l.value().clone())
+        })
+        .collect()
+}
+
 fn is_string(dt: &DataType) -> bool {
     matches!(
         dt,

@@ -90,7 +90,6 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, Expr, ReturnFieldArgs,
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
-use datafusion::physical_expr::expressions::Literal;
 use dolmen_sketch::quantiles::DoublesSketch;
 use dolmen_sketch::{
     HllAcc, HllMode, HllSketchView, HllStringEncoding, HllTargetType, THETA_DEFAULT_SIZE, ThetaAcc,
@@ -579,10 +578,7 @@ impl AggregateUDFImpl for SketchAggregateUdaf {
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         self.check_arity(args.exprs.len())?;
-        let params: Vec<Option<ScalarValue>> = args.exprs[1..]
-            .iter()
-            .map(|e| e.downcast_ref::<Literal>().map(|l| l.value().clone()))
-            .collect();
+        let params = super::literal_args(args.exprs);
         let config = self.func.config(&params)?;
         self.sketch_accumulator(config)
     }

@@ -58,7 +58,6 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, Expr, ReturnFieldArgs,
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
-use datafusion::physical_expr::expressions::Literal;
 use dolmen_sketch::tuple::{
     ArrayOfDoublesCompactSketch, ArrayOfDoublesUnion, ArrayOfDoublesUpdateSketch,
     TUPLE_DEFAULT_NOMINAL_ENTRIES, TUPLE_MAX_NUM_VALUES, check_nominal_entries,
@@ -275,12 +274,7 @@ impl AggregateUDFImpl for TupleDoublesUdaf {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let params: Vec<Option<ScalarValue>> = args
-            .exprs
-            .iter()
-            .skip(1)
-            .map(|e| e.downcast_ref::<Literal>().map(|l| l.value().clone()))
-            .collect();
+        let params = super::literal_args(args.exprs);
         let first = args.expr_fields.first().map(|f| f.data_type().clone());
         let config = agg_config(first.as_ref(), &params)?;
         TupleAccumulator::new(config)
