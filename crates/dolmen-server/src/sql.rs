@@ -391,6 +391,10 @@ async fn run_query(
                     return;
                 }
                 if out.len() < SEND_BYTES {
+                    // Buffering: still stop as soon as the client is gone.
+                    if tx.is_closed() {
+                        return;
+                    }
                     continue;
                 }
                 let chunk = Chunk {
