@@ -387,6 +387,8 @@ impl QueryEngine {
                 Arc::clone(&indexes),
             )))
             .with_physical_optimizer_rule(Arc::new(crate::dictionary::DictionaryAggregation))
+            // Joins yield between output batches, so cancellation lands promptly.
+            .with_physical_optimizer_rule(Arc::new(crate::cooperative::CooperativeJoins))
             .build();
         let ctx = SessionContext::new_with_state(state);
         crate::functions::register_druid_functions(&ctx);

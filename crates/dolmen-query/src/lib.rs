@@ -15,6 +15,7 @@
 //! - [`sql_ingest`]: `INSERT` / `REPLACE` into segments; [`dml`] parses their clauses and
 //!   [`external`] is `TABLE(EXTERN(...))`.
 
+pub mod cooperative;
 pub mod dictionary;
 pub mod distinct;
 pub mod dml;
