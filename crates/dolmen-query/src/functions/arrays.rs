@@ -1861,13 +1861,7 @@ mod tests {
     }
 
     async fn strings(ctx: &SessionContext, sql: &str) -> Vec<String> {
-        let batches = ctx
-            .sql(sql)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .collect()
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let batches = crate::functions::test_support::batches(ctx, sql).await;
         let mut out = Vec::new();
         for b in batches {
             for i in 0..b.num_rows() {

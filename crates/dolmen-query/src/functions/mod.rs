@@ -895,6 +895,16 @@ pub(crate) mod test_support {
         ctx
     }
 
+    /// The batches of `sql` (planned by DataFusion alone); a failure panics naming `sql`.
+    pub(crate) async fn batches(ctx: &SessionContext, sql: &str) -> Vec<arrow::array::RecordBatch> {
+        ctx.sql(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
     /// The first value of `sql` (planned with the Druid rewrites) as text, `null` for null.
     pub(crate) async fn one(ctx: &SessionContext, sql: &str) -> Result<String> {
         let batches = crate::rewrite::plan_sql(ctx, sql).await?.collect().await?;

@@ -2456,13 +2456,7 @@ mod tests {
 
     /// Column 0 of every row, rendered as JSON (`"text"`, `1`, `1.0`, `true`, `null`, `[..]`).
     async fn col(ctx: &SessionContext, sql: &str) -> Vec<String> {
-        let batches = ctx
-            .sql(sql)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .collect()
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let batches = crate::functions::test_support::batches(ctx, sql).await;
         let mut out = Vec::new();
         for b in batches {
             for r in 0..b.num_rows() {

@@ -797,13 +797,7 @@ mod tests {
     }
 
     async fn rows(ctx: &SessionContext, sql: &str) -> RecordBatch {
-        let batches = ctx
-            .sql(sql)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .collect()
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let batches = crate::functions::test_support::batches(ctx, sql).await;
         arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
     }
 
