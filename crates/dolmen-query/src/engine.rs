@@ -413,11 +413,8 @@ impl QueryEngine {
             Arc::new(DruidCatalog::new(view, cache, indexes, routines, sys)),
         );
         let task_ctx = ctx.task_ctx();
-        let mut deep = ctx.state();
-        deep.config_mut()
-            .set_extension(Arc::new(crate::table::ReadFromDeepStorage(true)));
         QueryEngine {
-            cached_plan_states: [ctx.state(), deep],
+            cached_plan_states: [ctx.state(), Self::reading_deep_storage(ctx.state())],
             ctx,
             task_ctx,
             view: view_for_plans,
@@ -432,12 +429,19 @@ impl QueryEngine {
     }
 
     /// `state` with the settings of `p` that act through the session (`readFromDeepStorage`).
-    fn with_query_settings(mut state: SessionState, p: &PreparedQuery) -> SessionState {
+    fn with_query_settings(state: SessionState, p: &PreparedQuery) -> SessionState {
         if p.read_from_deep_storage == Some(true) {
+            Self::reading_deep_storage(state)
+        } else {
             state
-                .config_mut()
-                .set_extension(Arc::new(crate::table::ReadFromDeepStorage(true)));
         }
+    }
+
+    /// `state` with `readFromDeepStorage` set ([`crate::table::ReadFromDeepStorage`]).
+    fn reading_deep_storage(mut state: SessionState) -> SessionState {
+        state
+            .config_mut()
+            .set_extension(Arc::new(crate::table::ReadFromDeepStorage(true)));
         state
     }
 
