@@ -1,8 +1,9 @@
 //! Memory stays bounded on inputs many times `maxRowsInMemory` / `maxBytesInMemory`: the peak
-//! resident set of this test process (its own binary, one test, so nothing else runs in it)
-//! grows by far less than the rows would take if they were all held at once.
+//! resident set of a process that runs only this test grows by far less than the rows would take
+//! if they were all held at once. The test binary holds every integration test of the crate, so
+//! the test re-runs the binary on itself alone (`--exact`) and measures in that child.
 
-mod support;
+use crate::support;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -66,8 +67,40 @@ fn spec(dir: &Path, file: &str, tuning: Value) -> Value {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn row_path_memory_is_bounded_by_max_rows_and_max_bytes_in_memory() {
+/// Set in the child process that runs the measurement.
+const CHILD_ENV: &str = "DOLMEN_BOUNDED_MEMORY_CHILD";
+
+#[test]
+fn row_path_memory_is_bounded_by_max_rows_and_max_bytes_in_memory() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(measure_row_path_memory());
+        return;
+    }
+    // The test's name as libtest filters it: the module path without the crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let name = format!("{module}::row_path_memory_is_bounded_by_max_rows_and_max_bytes_in_memory");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
+    // A filter that matched nothing would also succeed: the child must have run exactly this test.
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "child did not run {name}:\n{stdout}"
+    );
+}
+
+async fn measure_row_path_memory() {
     let dir = tempfile::tempdir().unwrap();
     write_events(&dir.path().join("small.csv"), 40_000);
     let big_rows = 600_000;

@@ -7,7 +7,7 @@
 //! `datasketches-theta.md`, `datasketches-quantiles.md`, `docs/querying/aggregations.md`
 //! (`hyperUnique`).
 
-mod support;
+use crate::support;
 
 use arrow::array::{AsArray, RecordBatch};
 use base64::Engine as _;
