@@ -504,7 +504,6 @@ pub async fn locks_round_trip(store: &dyn MetadataStore) {
     assert!(store.list_locks().await.unwrap().is_empty());
 }
 
-/// Instantiates the conformance suite for a backend: `metadata_store_conformance!(async { store })`.
 /// Supervisor specs are versioned append-only: history newest first, the latest version per
 /// id, tombstones kept.
 pub async fn supervisors_history(store: &dyn MetadataStore) {
@@ -648,6 +647,47 @@ pub async fn stream_commit_compare_and_swap(store: &dyn MetadataStore) {
     assert_eq!(store.stream_offsets("rt").await.unwrap(), None);
 }
 
+/// Configuration documents: absent until stored, replaced as a whole, compare-and-swapped.
+pub async fn config_documents(store: &dyn MetadataStore) {
+    use serde_json::json;
+    let key = crate::LOOKUPS_CONFIG_KEY;
+    assert_eq!(store.config(key).await.unwrap(), None);
+    // Nothing stored yet: `Some(None)` is the expected state.
+    store
+        .set_config(key, Some(&None), &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(store.config(key).await.unwrap(), Some(json!({})));
+    let v1 = json!({"__default": {"l": {"version": "v1", "lookupExtractorFactory": {"type": "map", "map": {"a": "x"}}}}});
+    store
+        .set_config(key, Some(&Some(json!({}))), &v1)
+        .await
+        .unwrap();
+    assert_eq!(store.config(key).await.unwrap(), Some(v1.clone()));
+    // A writer that read an older document is refused, and nothing changes.
+    let err = store
+        .set_config(key, Some(&Some(json!({}))), &json!({"x": {}}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MetadataError::Conflict(_)), "{err}");
+    assert!(matches!(
+        store
+            .set_config(key, Some(&None), &json!({}))
+            .await
+            .unwrap_err(),
+        MetadataError::Conflict(_)
+    ));
+    assert_eq!(store.config(key).await.unwrap(), Some(v1));
+    // Without `expected`, a plain replace; other names are independent.
+    store
+        .set_config(key, None, &json!({"t": {}}))
+        .await
+        .unwrap();
+    assert_eq!(store.config(key).await.unwrap(), Some(json!({"t": {}})));
+    assert_eq!(store.config("other").await.unwrap(), None);
+}
+
+/// Instantiates the conformance suite for a backend: `metadata_store_conformance!(async { store })`.
 #[macro_export]
 macro_rules! metadata_store_conformance {
     ($make:expr) => {
@@ -695,6 +735,11 @@ macro_rules! metadata_store_conformance {
         async fn conformance_stream_commit_compare_and_swap() {
             let s = $make;
             $crate::conformance::stream_commit_compare_and_swap(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_config_documents() {
+            let s = $make;
+            $crate::conformance::config_documents(&s).await;
         }
     };
 }

@@ -1,5 +1,6 @@
-//! The metadata store: the source of truth for segments, tasks and task locks (and, as later
-//! features land, supervisors, stream offsets, rules, configs, audit entries and users).
+//! The metadata store: the source of truth for segments, tasks, task locks, supervisors, stream
+//! offsets and named configuration documents (and, as later features land, rules, audit entries
+//! and users).
 //!
 //! [`MetadataStore`] is the trait every backend implements. [`SqlMetadataStore`] implements it
 //! over sqlx's `Any` driver with portable SQL (`$1` placeholders, TEXT/BIGINT/INTEGER columns),
@@ -203,7 +204,31 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
         expected: Option<&Option<StreamOffsets>>,
         offsets: Option<&StreamOffsets>,
     ) -> Result<()>;
+
+    // --- configuration documents ---
+
+    /// The configuration document stored under `name` (Druid's `druid_config` table, e.g.
+    /// [`LOOKUPS_CONFIG_KEY`]), `None` when none was ever stored.
+    async fn config(&self, name: &str) -> Result<Option<serde_json::Value>>;
+
+    /// Stores `value` as the configuration document `name`, replacing any earlier one. With
+    /// `expected`, only when the stored document still equals it (`Some(None)`: none is stored),
+    /// so a read-modify-write never silently overwrites another writer's change.
+    ///
+    /// # Errors
+    /// [`MetadataError::Conflict`] when `expected` does not match what is stored.
+    async fn set_config(
+        &self,
+        name: &str,
+        expected: Option<&Option<serde_json::Value>>,
+        value: &serde_json::Value,
+    ) -> Result<()>;
 }
+
+/// The configuration document holding every tier's lookups (Druid's
+/// `LookupCoordinatorManager.LOOKUP_CONFIG_KEY`): `{tier: {lookupName: {version,
+/// lookupExtractorFactory}}}`.
+pub const LOOKUPS_CONFIG_KEY: &str = "lookupsConfig";
 
 /// Conformance tests every backend must pass; instantiate with
 /// [`metadata_store_conformance!`](crate::metadata_store_conformance).

@@ -840,6 +840,60 @@ impl MetadataStore for SqlMetadataStore {
         tx.commit().await?;
         Ok(())
     }
+
+    async fn config(&self, name: &str) -> Result<Option<serde_json::Value>> {
+        let mut conn = self.pool.acquire().await?;
+        read_config(&mut conn, name).await
+    }
+
+    async fn set_config(
+        &self,
+        name: &str,
+        expected: Option<&Option<serde_json::Value>>,
+        value: &serde_json::Value,
+    ) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        if let Some(expected) = expected {
+            let stored = read_config(&mut tx, name).await?;
+            if &stored != expected {
+                return Err(MetadataError::Conflict(format!(
+                    "configuration [{name}] changed meanwhile in the metadata store; read it again and retry"
+                )));
+            }
+        }
+        sqlx::query("DELETE FROM config WHERE name = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO config (name, payload, updated_ms) VALUES ($1, $2, $3)")
+            .bind(name)
+            .bind(value.to_string())
+            .bind(now_millis())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+async fn read_config(
+    conn: &mut sqlx::AnyConnection,
+    name: &str,
+) -> Result<Option<serde_json::Value>> {
+    let row = sqlx::query("SELECT payload FROM config WHERE name = $1")
+        .bind(name)
+        .fetch_optional(&mut *conn)
+        .await?;
+    match row {
+        None => Ok(None),
+        Some(r) => {
+            let text: String = r.try_get("payload")?;
+            serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| corrupt("configuration", name, e))
+        }
+    }
 }
 
 fn decode_supervisor(row: &AnyRow) -> Result<SupervisorRecord> {

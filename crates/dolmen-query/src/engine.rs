@@ -313,6 +313,8 @@ pub struct QueryEngine {
     task_ctx: Arc<TaskContext>,
     /// The live view the catalog reads: its generation tells whether a cached plan is current.
     view: Arc<SegmentView>,
+    /// The lookups `LOOKUP` and the `lookup` schema read.
+    lookups: Arc<dolmen_lookup::LookupRegistry>,
     /// Optimized plans of repeated queries ([`crate::plan_cache`]).
     plans: crate::plan_cache::PlanCache,
     /// The states a cached plan is physically planned in, without a per-query copy: cached
@@ -351,7 +353,7 @@ impl std::fmt::Debug for QueryResult {
 impl QueryEngine {
     /// An engine over the live segment view; `target_partitions` bounds scan parallelism.
     /// With `system` (the metadata store and this node's description) the `sys` schema is
-    /// available too.
+    /// available too. `lookups` are what `LOOKUP` and the `lookup` schema read.
     pub fn new(
         view: Arc<SegmentView>,
         cache: Arc<SegmentCache>,
@@ -360,6 +362,7 @@ impl QueryEngine {
             Arc<dyn dolmen_metadata::MetadataStore>,
             crate::system::NodeInfo,
         )>,
+        lookups: Arc<dolmen_lookup::LookupRegistry>,
     ) -> QueryEngine {
         // Value indexes of loaded segments, shared by the tables and the distinct-values rule.
         let indexes = Arc::new(crate::index::ValueIndexes::default());
@@ -392,6 +395,7 @@ impl QueryEngine {
             .build();
         let ctx = SessionContext::new_with_state(state);
         crate::functions::register_druid_functions(&ctx);
+        crate::functions::lookup::register(&ctx, &lookups);
         let state = ctx.state();
         let routines = state
             .scalar_functions()
@@ -410,7 +414,14 @@ impl QueryEngine {
         });
         ctx.register_catalog(
             "druid",
-            Arc::new(DruidCatalog::new(view, cache, indexes, routines, sys)),
+            Arc::new(DruidCatalog::new(
+                view,
+                cache,
+                indexes,
+                routines,
+                sys,
+                Arc::clone(&lookups),
+            )),
         );
         let task_ctx = ctx.task_ctx();
         QueryEngine {
@@ -418,6 +429,7 @@ impl QueryEngine {
             ctx,
             task_ctx,
             view: view_for_plans,
+            lookups,
             plans: crate::plan_cache::PlanCache::default(),
         }
     }
@@ -572,6 +584,7 @@ impl QueryEngine {
         let ctx = SessionContext::new_with_state(state);
         // The rebuild re-registered functions under their aliases; Druid's overrides win.
         crate::functions::register_druid_udfs(&ctx);
+        crate::functions::lookup::register(&ctx, &self.lookups);
         Ok(ctx)
     }
 
@@ -699,7 +712,9 @@ impl QueryEngine {
 ///   (`[{"name", "type"}]`, Druid runtime types) and `columnMappings`
 ///   (`[{"queryColumn", "outputColumn"}]`).
 /// - `RESOURCES`: the tables read, `[{"name", "type"}]` with type `DATASOURCE` for datasources
-///   and `SYSTEM_TABLE` for `sys`/`INFORMATION_SCHEMA` tables, sorted by name.
+///   and `SYSTEM_TABLE` for `sys`/`INFORMATION_SCHEMA` tables, sorted by name. Lookup tables
+///   are not listed, as in Druid (`NamedLookupSchema` names no resource type unless
+///   `authorizeLookupDirectly` is set).
 /// - `ATTRIBUTES`: `{"statementType": "SELECT"}`.
 ///
 /// # Errors
@@ -737,10 +752,13 @@ fn explain_result(
         .apply(|node| {
             if let LogicalPlan::TableScan(scan) = node {
                 let kind = match scan.table_name.schema() {
-                    None | Some("druid") => "DATASOURCE",
-                    Some(_) => "SYSTEM_TABLE",
+                    None | Some("druid") => Some("DATASOURCE"),
+                    Some(crate::lookup_schema::LOOKUP_SCHEMA) => None,
+                    Some(_) => Some("SYSTEM_TABLE"),
                 };
-                resources.insert((scan.table_name.table().to_string(), kind));
+                if let Some(kind) = kind {
+                    resources.insert((scan.table_name.table().to_string(), kind));
+                }
             }
             Ok(TreeNodeRecursion::Continue)
         })

@@ -6,7 +6,9 @@
 //!   snapshot and the hydrants of running streaming tasks, pruned by `__time` before any file
 //!   is opened.
 //! - [`functions`]: Druid SQL functions as DataFusion UDFs (`TIME_FLOOR`, `TIME_IN_INTERVAL`, ...).
-//! - [`system`]: `INFORMATION_SCHEMA` (`SCHEMATA`, `TABLES`, `COLUMNS`, `ROUTINES`).
+//! - [`system`]: `INFORMATION_SCHEMA` (`SCHEMATA`, `TABLES`, `COLUMNS`, `ROUTINES`) and `sys`.
+//! - [`lookup_schema`]: the `lookup` schema, one `k`, `v` table per loaded lookup;
+//!   [`functions::lookup`] is `LOOKUP(expr, name[, replaceMissingValueWith])`.
 //! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).
 //! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
 //! - [`request`]: a request's SQL text: leading `SET` statements, `?` parameters.
@@ -24,6 +26,7 @@ mod extern_files;
 pub mod external;
 pub mod functions;
 pub mod index;
+pub mod lookup_schema;
 pub mod multivalue;
 pub mod naming;
 pub mod plan_cache;

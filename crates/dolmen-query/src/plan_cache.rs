@@ -19,10 +19,12 @@
 //!
 //! # What is cached
 //! A plain query (not `EXPLAIN`, not SQL-based ingestion) whose plan
-//! - reads only Druid datasources (no `sys` or `INFORMATION_SCHEMA` tables, whose contents
-//!   are taken when they are planned, and no `EXTERN` files), and
+//! - reads only Druid datasources (no `sys`, `INFORMATION_SCHEMA` or `lookup` tables, whose
+//!   contents are taken when they are planned, and no `EXTERN` files), and
 //! - calls only immutable scalar functions: `CURRENT_TIMESTAMP` and friends are stable (the
-//!   optimizer folds them into a literal of the query's start time), others volatile.
+//!   optimizer folds them into a literal of the query's start time), `LOOKUP` is stable (its
+//!   result follows the lookup tables, which change without any segment view change), others
+//!   volatile.
 //!
 //! The key is everything planning reads from the request: the SQL text (with its `SET`
 //! statements), the parameters, and the context values that change planning

@@ -14,9 +14,12 @@
 //!   `UTF-16LE` and `COLLATION_NAME` `UTF-16LE$en_US$primary` for `VARCHAR` (Calcite's
 //!   defaults, as Druid reports them); `JDBC_TYPE` the `java.sql.Types` code.
 //!
-//! Schemas listed are the ones Dolmen answers: `druid` (`TABLE_TYPE` `TABLE`),
-//! `INFORMATION_SCHEMA` and `sys` (`SYSTEM_TABLE`). Identifiers are case-sensitive, as in
-//! Druid: `INFORMATION_SCHEMA.TABLES`, not `information_schema.tables`.
+//! Schemas listed are the ones Dolmen answers: `druid` (`TABLE_TYPE` `TABLE`), `lookup`
+//! (`TABLE`, with `IS_JOINABLE` and `IS_BROADCAST` `YES`, as Druid's `LookupTable`; columns
+//! `k`, `v` VARCHAR, see [`crate::lookup_schema`]), `INFORMATION_SCHEMA` and `sys`
+//! (`SYSTEM_TABLE`). `IS_JOINABLE` and `IS_BROADCAST` are `NO` for every other table.
+//! Identifiers are case-sensitive, as in Druid: `INFORMATION_SCHEMA.TABLES`, not
+//! `information_schema.tables`.
 //!
 //! `sys` ([`SysSchema`]) has Druid's `segments`, `server_segments`, `servers`, `tasks`,
 //! `supervisors` and `server_properties` with Druid's columns, read from the metadata store and
@@ -36,10 +39,12 @@ use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::datasource::MemTable;
 use datafusion::error::{DataFusionError, Result};
 use dolmen_common::time::format_iso_millis;
+use dolmen_lookup::LookupRegistry;
 use dolmen_metadata::{MetadataStore, TaskFilter};
 use dolmen_segment::DataSegment;
 use dolmen_storage::SegmentView;
 
+use crate::lookup_schema::{LOOKUP_SCHEMA, lookup_table_schema};
 use crate::table::datasource_schema;
 use crate::writer::ColumnInfo;
 
@@ -77,15 +82,27 @@ pub struct InformationSchema {
     view: Arc<SegmentView>,
     routines: Vec<Routine>,
     with_sys: bool,
+    lookups: Arc<LookupRegistry>,
+}
+
+/// One row of `TABLES` and the columns `COLUMNS` lists for it.
+struct TableInfo {
+    schema: &'static str,
+    name: String,
+    table_type: &'static str,
+    /// `IS_JOINABLE` and `IS_BROADCAST` (Druid's `DruidTable.isJoinable`/`isBroadcast`).
+    joinable_broadcast: bool,
+    columns: SchemaRef,
 }
 
 impl InformationSchema {
     /// The schema over the live view; `routines` are the session's functions; `with_sys` when
-    /// the catalog has the `sys` schema.
+    /// the catalog has the `sys` schema; `lookups` are the `lookup` schema's tables.
     pub fn new(
         view: Arc<SegmentView>,
         mut routines: Vec<Routine>,
         with_sys: bool,
+        lookups: Arc<LookupRegistry>,
     ) -> InformationSchema {
         routines.sort();
         routines.dedup();
@@ -93,35 +110,52 @@ impl InformationSchema {
             view,
             routines,
             with_sys,
+            lookups,
         }
     }
 
-    /// Every table's (schema, name, type, columns), datasources first.
-    fn tables(&self) -> Vec<(&'static str, String, &'static str, SchemaRef)> {
+    /// Every table, datasources first, then lookups, then the metadata tables.
+    fn tables(&self) -> Vec<TableInfo> {
         let mut out = Vec::new();
         let mut names = self.view.data_sources();
         names.sort();
         for ds in names {
             if let Some(snap) = self.view.snapshot(&ds) {
-                let schema = datasource_schema(&snap.timeline, &snap.hydrants);
-                out.push((DRUID_SCHEMA, ds, "TABLE", schema));
+                out.push(TableInfo {
+                    schema: DRUID_SCHEMA,
+                    name: ds,
+                    table_type: "TABLE",
+                    joinable_broadcast: false,
+                    columns: datasource_schema(&snap.timeline, &snap.hydrants),
+                });
             }
         }
+        for name in self.lookups.loaded_names() {
+            out.push(TableInfo {
+                schema: LOOKUP_SCHEMA,
+                name,
+                table_type: "TABLE",
+                joinable_broadcast: true,
+                columns: lookup_table_schema(),
+            });
+        }
         for t in TABLE_NAMES {
-            out.push((
-                INFORMATION_SCHEMA,
-                t.to_string(),
-                "SYSTEM_TABLE",
-                table_schema(t).expect("known table"),
-            ));
+            out.push(TableInfo {
+                schema: INFORMATION_SCHEMA,
+                name: t.to_string(),
+                table_type: "SYSTEM_TABLE",
+                joinable_broadcast: false,
+                columns: table_schema(t).expect("known table"),
+            });
         }
         for t in SYS_TABLE_NAMES.iter().filter(|_| self.with_sys) {
-            out.push((
-                SYS_SCHEMA,
-                t.to_string(),
-                "SYSTEM_TABLE",
-                sys_schema(t).expect("known table"),
-            ));
+            out.push(TableInfo {
+                schema: SYS_SCHEMA,
+                name: t.to_string(),
+                table_type: "SYSTEM_TABLE",
+                joinable_broadcast: false,
+                columns: sys_schema(t).expect("known table"),
+            });
         }
         out
     }
@@ -132,9 +166,9 @@ impl InformationSchema {
         match name {
             "SCHEMATA" => {
                 let schemas: &[&str] = if self.with_sys {
-                    &[DRUID_SCHEMA, INFORMATION_SCHEMA, SYS_SCHEMA]
+                    &[DRUID_SCHEMA, INFORMATION_SCHEMA, LOOKUP_SCHEMA, SYS_SCHEMA]
                 } else {
-                    &[DRUID_SCHEMA, INFORMATION_SCHEMA]
+                    &[DRUID_SCHEMA, INFORMATION_SCHEMA, LOOKUP_SCHEMA]
                 };
                 for s in schemas {
                     b.text(0, Some(CATALOG));
@@ -145,8 +179,9 @@ impl InformationSchema {
                 }
             }
             "TABLES" => {
-                for (schema, table, ty, _) in self.tables() {
-                    for (i, v) in [CATALOG, schema, &table, ty, "NO", "NO"]
+                for t in self.tables() {
+                    let flag = if t.joinable_broadcast { "YES" } else { "NO" };
+                    for (i, v) in [CATALOG, t.schema, &t.name, t.table_type, flag, flag]
                         .into_iter()
                         .enumerate()
                     {
@@ -171,8 +206,9 @@ impl InformationSchema {
     }
 
     fn columns(&self, b: &mut Columns) {
-        for (schema, table, _, fields) in self.tables() {
-            for (i, f) in fields.fields().iter().enumerate() {
+        for t in self.tables() {
+            let (schema, table) = (t.schema, t.name);
+            for (i, f) in t.columns.fields().iter().enumerate() {
                 let info = ColumnInfo::from_field(f);
                 let sql = info.sql_type.as_str();
                 let t = sql_type_facts(sql);
@@ -701,6 +737,7 @@ mod tests {
                 },
             ],
             true,
+            Arc::new(LookupRegistry::default()),
         );
         for t in TABLE_NAMES {
             let b = s.build(t).unwrap();
@@ -713,6 +750,46 @@ mod tests {
             7 + 6 + 17 + 6 + 19 + 6 + 2 + 15 + 9 + 14
         );
         assert_eq!(s.build("ROUTINES").unwrap().num_rows(), 2);
+        assert_eq!(s.build("SCHEMATA").unwrap().num_rows(), 4);
         assert!(s.build("NOPE").is_none());
+    }
+
+    #[tokio::test]
+    async fn lookups_are_joinable_broadcast_tables_of_two_varchar_columns() {
+        use arrow::array::{Array, AsArray};
+        let metadata: Arc<dyn dolmen_metadata::MetadataStore> = Arc::new(
+            dolmen_metadata::SqlMetadataStore::connect("sqlite::memory:")
+                .await
+                .unwrap(),
+        );
+        let lookups = Arc::new(LookupRegistry::from_maps([(
+            "country".to_string(),
+            dolmen_lookup::LookupMap::default(),
+        )]));
+        let s =
+            InformationSchema::new(Arc::new(SegmentView::new(metadata)), vec![], false, lookups);
+        let text = |b: &RecordBatch, col: usize| -> Vec<String> {
+            let c = b.column(col).as_string::<i32>();
+            (0..c.len()).map(|i| c.value(i).to_string()).collect()
+        };
+        let schemata = s.build("SCHEMATA").unwrap();
+        assert_eq!(
+            text(&schemata, 1),
+            ["druid", "INFORMATION_SCHEMA", "lookup"]
+        );
+        let tables = s.build("TABLES").unwrap();
+        assert_eq!(
+            [0, 1, 2, 3, 4, 5].map(|c| text(&tables, c)[0].clone()),
+            ["druid", "lookup", "country", "TABLE", "YES", "YES"]
+        );
+        assert_eq!(
+            text(&tables, 4)[1],
+            "NO",
+            "metadata tables are not joinable"
+        );
+        let columns = s.build("COLUMNS").unwrap();
+        assert_eq!(text(&columns, 3)[..2], ["k", "v"]);
+        assert_eq!(text(&columns, 6)[..2], ["YES", "YES"]);
+        assert_eq!(text(&columns, 7)[..2], ["VARCHAR", "VARCHAR"]);
     }
 }

@@ -77,11 +77,13 @@ pub struct ReadFromDeepStorage(pub bool);
 /// Context key of [`ReadFromDeepStorage`] (boolean).
 pub const READ_FROM_DEEP_STORAGE_KEY: &str = "readFromDeepStorage";
 
-/// The `druid` catalog: schema `druid` with one table per datasource, and the metadata schemas
-/// `INFORMATION_SCHEMA` and `sys` ([`crate::system`]).
+/// The `druid` catalog: schema `druid` with one table per datasource, the `lookup` schema
+/// ([`crate::lookup_schema`]), and the metadata schemas `INFORMATION_SCHEMA` and `sys`
+/// ([`crate::system`]).
 #[derive(Debug)]
 pub struct DruidCatalog {
     schema: Arc<DruidSchema>,
+    lookup: Arc<crate::lookup_schema::LookupSchema>,
     information_schema: Arc<crate::system::InformationSchema>,
     sys: Option<Arc<crate::system::SysSchema>>,
 }
@@ -89,20 +91,24 @@ pub struct DruidCatalog {
 impl DruidCatalog {
     /// A catalog over the live segment view, its tables narrowing scans with `indexes`
     /// ([`crate::index`]); `routines` are the functions `ROUTINES` lists;
-    /// `sys` is the `sys` schema (absent in engines without a metadata store).
+    /// `sys` is the `sys` schema (absent in engines without a metadata store); `lookups` are
+    /// the tables of the `lookup` schema.
     pub fn new(
         view: Arc<SegmentView>,
         cache: Arc<SegmentCache>,
         indexes: Arc<ValueIndexes>,
         routines: Vec<crate::system::Routine>,
         sys: Option<crate::system::SysSchema>,
+        lookups: Arc<dolmen_lookup::LookupRegistry>,
     ) -> DruidCatalog {
         DruidCatalog {
             information_schema: Arc::new(crate::system::InformationSchema::new(
                 Arc::clone(&view),
                 routines,
                 sys.is_some(),
+                Arc::clone(&lookups),
             )),
+            lookup: Arc::new(crate::lookup_schema::LookupSchema::new(lookups)),
             schema: Arc::new(DruidSchema {
                 view,
                 cache,
@@ -118,6 +124,7 @@ impl CatalogProvider for DruidCatalog {
         let mut names = vec![
             crate::system::DRUID_SCHEMA.to_string(),
             crate::system::INFORMATION_SCHEMA.to_string(),
+            crate::lookup_schema::LOOKUP_SCHEMA.to_string(),
         ];
         if self.sys.is_some() {
             names.push(crate::system::SYS_SCHEMA.to_string());
@@ -132,6 +139,9 @@ impl CatalogProvider for DruidCatalog {
             }
             crate::system::INFORMATION_SCHEMA => {
                 Some(Arc::clone(&self.information_schema) as Arc<dyn SchemaProvider>)
+            }
+            crate::lookup_schema::LOOKUP_SCHEMA => {
+                Some(Arc::clone(&self.lookup) as Arc<dyn SchemaProvider>)
             }
             crate::system::SYS_SCHEMA => self
                 .sys

@@ -41,6 +41,12 @@ impl From<dolmen_metadata::MetadataError> for ResourceError {
     }
 }
 
+impl From<dolmen_lookup::LookupError> for ResourceError {
+    fn from(e: dolmen_lookup::LookupError) -> Self {
+        ResourceError::new(e.category().http_status(), e.to_string())
+    }
+}
+
 impl From<dolmen_storage::StorageError> for ResourceError {
     fn from(e: dolmen_storage::StorageError) -> Self {
         ResourceError::new(e.category().http_status(), e.to_string())

@@ -11,6 +11,7 @@
 
 pub mod coordinator;
 pub mod error;
+pub mod lookups;
 pub mod paths;
 pub mod sql;
 pub mod statements;
@@ -66,6 +67,8 @@ pub struct AppState {
     pub results: Arc<dolmen_query::statement::ResultStores>,
     /// Streaming supervisors.
     pub supervisors: Arc<dolmen_overlord::supervisor::SupervisorManager>,
+    /// Lookups: their configuration and the tables queries read.
+    pub lookups: Arc<dolmen_lookup::LookupManager>,
 }
 
 impl AppState {
@@ -189,6 +192,33 @@ fn api_routes() -> Router<Arc<AppState>> {
             get(coordinator::metadata_segments),
         )
         .route(paths::METADATA_SEGMENT, get(coordinator::metadata_segment))
+        .route(
+            paths::LOOKUPS_CONFIG,
+            get(lookups::get_tiers).post(lookups::post_config),
+        )
+        .route(
+            paths::LOOKUPS_CONFIG_ALL,
+            get(lookups::get_all).delete(lookups::delete_tier_all),
+        )
+        .route(
+            paths::LOOKUPS_TIER,
+            get(lookups::get_tier).delete(lookups::delete_tier),
+        )
+        .route(
+            paths::LOOKUPS_LOOKUP,
+            get(lookups::get_lookup)
+                .post(lookups::post_lookup)
+                .delete(lookups::delete_lookup),
+        )
+        .route(paths::LOOKUPS_STATUS, get(lookups::status))
+        .route(paths::LOOKUPS_TIER_STATUS, get(lookups::tier_status_route))
+        .route(paths::LOOKUPS_LOOKUP_STATUS, get(lookups::lookup_status))
+        .route(paths::LOOKUPS_NODE_STATUS, get(lookups::node_status))
+        .route(
+            paths::LOOKUPS_TIER_NODE_STATUS,
+            get(lookups::tier_node_status),
+        )
+        .route(paths::LOOKUPS_NODE, get(lookups::one_node_status))
 }
 
 /// Renames `X-Service-*` response headers to `X-Druid-*` for the `/druid` tree.

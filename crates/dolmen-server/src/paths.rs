@@ -138,3 +138,24 @@ pub const SUPERVISOR_TERMINATE: &str = "/indexer/v1/supervisor/{id}/terminate";
 pub const SUPERVISOR_SHUTDOWN: &str = "/indexer/v1/supervisor/{id}/shutdown";
 /// `POST /indexer/v1/supervisor/{id}/taskGroups/handoff`.
 pub const SUPERVISOR_HANDOFF: &str = "/indexer/v1/supervisor/{id}/taskGroups/handoff";
+
+/// `GET` tier names (`?discover=true`) / `POST` a bulk update of lookups.
+pub const LOOKUPS_CONFIG: &str = "/coordinator/v1/lookups/config";
+/// `GET` every tier's lookups (`DELETE`: the tier named `all`).
+pub const LOOKUPS_CONFIG_ALL: &str = "/coordinator/v1/lookups/config/all";
+/// `GET` the lookups of a tier (`?detailed=true`) / `DELETE` the tier.
+pub const LOOKUPS_TIER: &str = "/coordinator/v1/lookups/config/{tier}";
+/// `GET|POST|DELETE` one lookup of a tier.
+pub const LOOKUPS_LOOKUP: &str = "/coordinator/v1/lookups/config/{tier}/{lookup}";
+/// `GET` the load status of every lookup.
+pub const LOOKUPS_STATUS: &str = "/coordinator/v1/lookups/status";
+/// `GET` the load status of a tier's lookups.
+pub const LOOKUPS_TIER_STATUS: &str = "/coordinator/v1/lookups/status/{tier}";
+/// `GET` the load status of one lookup.
+pub const LOOKUPS_LOOKUP_STATUS: &str = "/coordinator/v1/lookups/status/{tier}/{lookup}";
+/// `GET` the lookups state of every node, by tier.
+pub const LOOKUPS_NODE_STATUS: &str = "/coordinator/v1/lookups/nodeStatus";
+/// `GET` the lookups state of a tier's nodes.
+pub const LOOKUPS_TIER_NODE_STATUS: &str = "/coordinator/v1/lookups/nodeStatus/{tier}";
+/// `GET` the lookups state of one node (`host:port`).
+pub const LOOKUPS_NODE: &str = "/coordinator/v1/lookups/nodeStatus/{tier}/{host_and_port}";

@@ -3,8 +3,8 @@
 //! shutdown.
 //!
 //! Start-up order: data directories, metadata store (migrations), deep storage and segment
-//! cache, timelines from the metadata store, overlord (recovers interrupted tasks), query
-//! engine, HTTP listener. Shutdown order is the reverse of need: stop accepting HTTP requests,
+//! cache, timelines from the metadata store, overlord (recovers interrupted tasks), lookups
+//! (the stored configuration, every table loaded), query engine, HTTP listener. Shutdown order is the reverse of need: stop accepting HTTP requests,
 //! stop the overlord (running tasks are cancelled and recorded FAILED; publishing is atomic, so
 //! nothing is half-published), then close the metadata store.
 
@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use dolmen_lookup::{LookupManager, LookupRegistry};
 use dolmen_metadata::{MetadataStore, SqlMetadataStore};
 use dolmen_overlord::supervisor::SupervisorManager;
 use dolmen_overlord::{Overlord, OverlordConfig, TaskLogs};
@@ -28,6 +29,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use config::ServerConfig;
+
+/// How often due `pollPeriod`s of lookups are looked for (the finest poll period honoured).
+pub const LOOKUP_POLL_TICK: Duration = Duration::from_secs(1);
 
 /// A running all-in-one server.
 #[derive(Debug)]
@@ -132,11 +136,20 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         version: env!("CARGO_PKG_VERSION").to_string(),
         properties: config.properties(addr.port()),
     };
+    // Lookups before the engine: queries read their tables from the first one on.
+    let lookups = LookupManager::start(
+        Arc::clone(&metadata),
+        Arc::new(LookupRegistry::default()),
+        format!("{}:{}", advertised_host(&config.host), addr.port()),
+    )
+    .await
+    .context("cannot load the lookups")?;
     let engine = Arc::new(QueryEngine::new(
         Arc::clone(&view),
         Arc::clone(&cache),
         config.query_threads,
         Some((Arc::clone(&metadata), node)),
+        Arc::clone(lookups.registry()),
     ));
     // Queries run on their own worker threads so that a heavy query never stalls the HTTP
     // reactor (DataFusion's recommended set-up for CPU-bound work).
@@ -166,6 +179,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         port: addr.port(),
         queries: Arc::default(),
         results,
+        lookups: Arc::clone(&lookups),
     });
 
     let http_shutdown = CancellationToken::new();
@@ -182,8 +196,9 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     }
     {
         // Timelines are refreshed after every publish; this loop also picks up changes made by
-        // other processes sharing the metadata store.
+        // other processes sharing the metadata store (segments and lookups).
         let view = Arc::clone(&view);
+        let lookups = Arc::clone(&lookups);
         let token = background_shutdown.clone();
         let period = config.view_refresh;
         background.spawn(async move {
@@ -194,7 +209,23 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
                         if let Err(e) = view.refresh().await {
                             tracing::warn!(error = %e, "timeline refresh failed");
                         }
+                        if let Err(e) = lookups.refresh_from_store().await {
+                            tracing::warn!(error = %e, "lookups refresh failed");
+                        }
                     }
+                }
+            }
+        });
+    }
+    {
+        // `pollPeriod` of uri lookups: due ones are re-checked once a tick.
+        let lookups = Arc::clone(&lookups);
+        let token = background_shutdown.clone();
+        background.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    _ = tokio::time::sleep(LOOKUP_POLL_TICK) => lookups.poll().await,
                 }
             }
         });

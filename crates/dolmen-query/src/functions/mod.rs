@@ -44,6 +44,7 @@ pub mod arrays;
 pub mod bloom;
 pub mod complex;
 pub mod histogram;
+pub mod lookup;
 pub mod period;
 pub mod scalar;
 pub mod sketches;

@@ -66,8 +66,7 @@
 //! Numbers are written as Jackson writes them (doubles as Java's `Double.toString`, `1.0E10`).
 //!
 //! Regular expressions use Rust's `regex` syntax, which is Java's without backreferences and
-//! lookaround. Not implemented: `LOOKUP` (no lookups exist), `BLOOM_FILTER_TEST` (no bloom
-//! filters), `DECODE_BASE64_COMPLEX` (no serialized complex types).
+//! lookaround. `LOOKUP` is in [`super::lookup`] (it reads the process's lookup tables).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -170,3 +170,117 @@ async fn build_sessions_keep_the_druid_function_overrides() {
     );
     assert!(checked > 100, "{checked}");
 }
+
+/// Replaces the fixture's `pages` lookup with `pairs`.
+fn set_pages(f: &Fixture, pairs: &[(&str, &str)]) {
+    let next = dolmen_lookup::LookupRegistry::from_maps([(
+        "pages".to_string(),
+        dolmen_lookup::LookupMap::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            false,
+        ),
+    )]);
+    f.lookups.replace((*next.snapshot()).clone());
+}
+
+#[tokio::test]
+async fn lookup_queries_are_never_cached_and_see_changes_at_once() {
+    let f = Fixture::new().await;
+    f.publish(
+        "day1",
+        "2024-01-01/2024-01-02",
+        &[
+            ("2024-01-01T01:00:00Z", "a", 1, None),
+            ("2024-01-01T02:00:00Z", "b", 2, None),
+            ("2024-01-01T03:00:00Z", "c", 4, None),
+        ],
+    )
+    .await;
+    let by_name = "SELECT LOOKUP(page, 'pages', 'other') AS name, SUM(added) FROM rt \
+                   GROUP BY 1 ORDER BY 1";
+    let scan = "SELECT k, v FROM lookup.pages ORDER BY k";
+    let join = "SELECT l.v, SUM(rt.added) FROM rt JOIN lookup.pages l ON rt.page = l.k \
+                GROUP BY 1 ORDER BY 1";
+    // Constant arguments: the optimizer folds the call into a literal, which a cached plan
+    // would keep after the lookup changed.
+    let folded = "SELECT LOOKUP('a', 'pages')";
+    for _ in 0..2 {
+        assert_eq!(f.one(folded).await, "Page A");
+        assert_eq!(
+            f.query(by_name).await.unwrap(),
+            vec![vec!["Page A", "1"], vec!["Page B", "2"], vec!["other", "4"]]
+        );
+        assert_eq!(
+            f.query(scan).await.unwrap(),
+            vec![vec!["a", "Page A"], vec!["b", "Page B"]]
+        );
+        assert_eq!(
+            f.query(join).await.unwrap(),
+            vec![vec!["Page A", "1"], vec!["Page B", "2"]]
+        );
+    }
+    assert_eq!(
+        f.engine.cached_plans(),
+        0,
+        "plans calling LOOKUP or scanning lookup tables are not cached"
+    );
+
+    // A changed lookup is read by the very next query, with the same SQL text.
+    set_pages(&f, &[("a", "A2"), ("c", "C2")]);
+    assert_eq!(f.one(folded).await, "A2");
+    assert_eq!(
+        f.query(by_name).await.unwrap(),
+        vec![vec!["A2", "1"], vec!["C2", "4"], vec!["other", "2"]]
+    );
+    assert_eq!(
+        f.query(scan).await.unwrap(),
+        vec![vec!["a", "A2"], vec!["c", "C2"]]
+    );
+    assert_eq!(
+        f.query(join).await.unwrap(),
+        vec![vec!["A2", "1"], vec!["C2", "4"]]
+    );
+    // A query without lookups beside them is still cached.
+    f.query("SELECT COUNT(*) FROM rt").await.unwrap();
+    assert_eq!(f.engine.cached_plans(), 1);
+
+    // A removed lookup is a planning error in Druid's words, in both forms.
+    f.lookups.replace(Default::default());
+    let e = f.query(by_name).await.unwrap_err();
+    assert_eq!(e, "Lookup [pages] not found");
+    let e = f.query(scan).await.unwrap_err();
+    assert!(e.contains("pages"), "{e}");
+}
+
+#[tokio::test]
+async fn lookup_parameters_are_bound_before_the_name_is_checked() {
+    use crate::engine::{SqlParameter, SqlQuery};
+    use futures::TryStreamExt;
+
+    let f = Fixture::new().await;
+    let run = |name: &str| {
+        let q = SqlQuery {
+            query: "SELECT LOOKUP('a', ?)".to_string(),
+            parameters: Some(vec![SqlParameter {
+                sql_type: "VARCHAR".into(),
+                value: serde_json::json!(name),
+            }]),
+            ..SqlQuery::default()
+        };
+        let engine = &f.engine;
+        async move {
+            let r = engine.execute(&q).await.map_err(|e| e.to_string())?;
+            let batches: Vec<_> = r.stream.try_collect().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(
+                arrow::util::pretty::pretty_format_batches(&batches)
+                    .unwrap()
+                    .to_string(),
+            )
+        }
+    };
+    assert!(run("pages").await.unwrap().contains("Page A"));
+    assert_eq!(run("nope").await.unwrap_err(), "Lookup [nope] not found");
+}

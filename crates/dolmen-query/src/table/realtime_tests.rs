@@ -22,6 +22,8 @@ pub(super) struct Fixture {
     pub(super) deep: DeepStorage,
     pub(super) store: Arc<SqlMetadataStore>,
     pub(super) view: Arc<SegmentView>,
+    /// Served lookups; starts with `pages`: `a` -> `Page A`, `b` -> `Page B`.
+    pub(super) lookups: Arc<dolmen_lookup::LookupRegistry>,
     pub(super) engine: QueryEngine,
 }
 
@@ -34,12 +36,23 @@ impl Fixture {
         let view = Arc::new(SegmentView::new(
             Arc::clone(&store) as Arc<dyn MetadataStore>
         ));
-        let engine = QueryEngine::new(Arc::clone(&view), cache, 2, None);
+        let lookups = Arc::new(dolmen_lookup::LookupRegistry::from_maps([(
+            "pages".to_string(),
+            dolmen_lookup::LookupMap::new(
+                [("a", "Page A"), ("b", "Page B")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                false,
+            ),
+        )]));
+        let engine = QueryEngine::new(Arc::clone(&view), cache, 2, None, Arc::clone(&lookups));
         Fixture {
             dir,
             deep,
             store,
             view,
+            lookups,
             engine,
         }
     }

@@ -7,6 +7,7 @@ mod coordinator;
 mod errors;
 mod ingest_query;
 mod lifecycle;
+mod lookups;
 mod sql_api;
 mod sql_formats;
 mod sql_functions;

@@ -201,6 +201,7 @@ fn information_schema_describes_the_live_datasources() {
         vec![
             json!({"CATALOG_NAME": "druid", "SCHEMA_NAME": "druid"}),
             json!({"CATALOG_NAME": "druid", "SCHEMA_NAME": "INFORMATION_SCHEMA"}),
+            json!({"CATALOG_NAME": "druid", "SCHEMA_NAME": "lookup"}),
             json!({"CATALOG_NAME": "druid", "SCHEMA_NAME": "sys"}),
         ]
     );
