@@ -1382,3 +1382,62 @@ impl VisitorMut for ApplyMapping<'_> {
         ControlFlow::Continue(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    /// For each `SELECT` of `sql`, in visiting order, whether it is worth a probe.
+    fn probed(sql: &str) -> Vec<bool> {
+        let functions = Functions {
+            aggregates: ["count", "sum", "min", "max"].map(String::from).into(),
+            windows: ["row_number"].map(String::from).into(),
+        };
+        let stmt = Parser::parse_sql(&GenericDialect {}, sql).unwrap().remove(0);
+        let mut collect = CollectProbes {
+            functions: &functions,
+            ctes: Vec::new(),
+            probes: Vec::new(),
+        };
+        let _ = Visit::visit(&stmt, &mut collect);
+        collect.probes.iter().map(Option::is_some).collect()
+    }
+
+    #[test]
+    fn typical_queries_plan_no_probe() {
+        for sql in [
+            "SELECT page, COUNT(*) AS c FROM w WHERE channel = '#en' \
+             AND TIME_IN_INTERVAL(__time, '2015-09-12/P1D') GROUP BY page ORDER BY c DESC LIMIT 10",
+            "SELECT TIME_FLOOR(__time, 'PT1H') AS h, SUM(added) AS a FROM w GROUP BY 1 ORDER BY 1",
+            "SELECT page, added FROM w WHERE countryName IS NOT NULL AND page IN ('a', 'b') \
+             AND channel <> '#fr' LIMIT 5",
+            "SELECT COUNT(*) AS c, MAX(added) AS m FROM w WHERE __time >= TIMESTAMP '2015-09-12'",
+            "SELECT tags, COUNT(*) AS c FROM w GROUP BY tags ORDER BY tags",
+        ] {
+            assert_eq!(probed(sql), [false], "{sql}");
+        }
+    }
+
+    #[test]
+    fn expressions_that_may_read_multi_value_columns_are_probed() {
+        for sql in [
+            "SELECT UPPER(tags) AS u FROM w",
+            "SELECT DISTINCT tags FROM w",
+            "SELECT UPPER(tags) AS u, COUNT(*) AS c FROM w GROUP BY 1",
+            "SELECT tags, COUNT(*) AS c FROM w GROUP BY tags HAVING tags <> 'a'",
+            "SELECT page FROM w WHERE tags LIKE 'a%'",
+            "SELECT page FROM w WHERE tags = more",
+            "SELECT COUNT(*) FILTER (WHERE tags = 'a') AS c FROM w",
+        ] {
+            assert_eq!(probed(sql), [true], "{sql}");
+        }
+        // Per SELECT, the outer one first: grouping by a bare column needs no rewrite (the rule
+        // unnests it if the subquery made it multi-value).
+        assert_eq!(
+            probed("SELECT u, COUNT(*) AS c FROM (SELECT UPPER(tags) AS u FROM w) GROUP BY u"),
+            [false, true]
+        );
+    }
+}
