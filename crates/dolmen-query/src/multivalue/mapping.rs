@@ -258,8 +258,9 @@ impl MultiValueColumns for AssumeMultiValue {
             SqlExpr::Nested(inner) => return self.multi_value(inner),
             _ => return None,
         };
+        // By name alone, so that `t.c` and `c` are one column (more rewrites, never fewer).
         (name != dolmen_segment::TIME_COLUMN && !name.starts_with(PARAM_PREFIX))
-            .then(|| Column::from_name(e.to_string()))
+            .then(|| Column::new_unqualified(name))
     }
 
     fn is_column(&self, _e: &SqlExpr) -> bool {
@@ -722,7 +723,7 @@ impl Mapper<'_> {
         for item in &mut select.projection {
             match item {
                 SelectItem::UnnamedExpr(e) => {
-                    let whole = pairs.iter().find(|(o, r)| o == e && o != r);
+                    let whole = pairs.iter().find(|(o, r)| o != r && self.is_key(o, e));
                     match (whole, column_alias(e)) {
                         (Some((_, r)), Some(alias)) => {
                             *item = SelectItem::ExprWithAlias {
@@ -730,25 +731,25 @@ impl Mapper<'_> {
                                 alias,
                             };
                         }
-                        _ => replace_keys(e, &pairs, self.functions),
+                        _ => self.replace_keys(e, &pairs),
                     }
                 }
                 SelectItem::ExprWithAlias { expr, .. } => {
-                    replace_keys(expr, &pairs, self.functions);
+                    self.replace_keys(expr, &pairs);
                 }
                 _ => {}
             }
         }
         if let GroupByExpr::Expressions(keys, _) = &mut select.group_by {
             for k in keys {
-                replace_keys(k, &pairs, self.functions);
+                self.replace_keys(k, &pairs);
             }
         }
         // HAVING resolves identifiers against the FROM clause first; ORDER BY against the
         // select list, where a bare column key's item is now `__mv_key(col) AS col`: it names
         // a rewritten key by the alias of the select item holding it.
         if let Some(h) = &mut select.having {
-            replace_keys(h, &pairs, self.functions);
+            self.replace_keys(h, &pairs);
         }
         let by_alias: Vec<(SqlExpr, SqlExpr)> = pairs
             .into_iter()
@@ -763,6 +764,79 @@ impl Mapper<'_> {
             })
             .collect();
         Ok(by_alias)
+    }
+
+    /// Whether `e` is the key expression `key`: the same expression, or the same multi-value
+    /// column qualified differently.
+    fn is_key(&self, key: &SqlExpr, e: &SqlExpr) -> bool {
+        key == e
+            || self
+                .columns
+                .multi_value(key)
+                .is_some_and(|c| self.columns.multi_value(e) == Some(c))
+    }
+
+    /// Replaces, in `e`, every occurrence of an original key expression of `pairs` (a bare
+    /// column key also when written with another qualification) by its rewritten form, and
+    /// looks no further into it; not inside aggregate and window calls and subqueries, which
+    /// see whole rows.
+    fn replace_keys(&self, e: &mut SqlExpr, pairs: &[(SqlExpr, SqlExpr)]) {
+        struct Replace<'m, 'a> {
+            mapper: &'m Mapper<'a>,
+            pairs: &'m [(SqlExpr, SqlExpr)],
+            stops: Vec<bool>,
+            stopped: usize,
+            queries: usize,
+        }
+        impl VisitorMut for Replace<'_, '_> {
+            type Break = ();
+
+            fn pre_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
+                self.queries += 1;
+                ControlFlow::Continue(())
+            }
+
+            fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
+                self.queries -= 1;
+                ControlFlow::Continue(())
+            }
+
+            fn pre_visit_expr(&mut self, e: &mut SqlExpr) -> ControlFlow<()> {
+                if self.stopped > 0 || self.queries > 0 {
+                    self.stops.push(false);
+                    return ControlFlow::Continue(());
+                }
+                let stop = if let Some((_, r)) =
+                    self.pairs.iter().find(|(o, _)| self.mapper.is_key(o, e))
+                {
+                    *e = r.clone();
+                    true
+                } else {
+                    matches!(e, SqlExpr::Function(f) if self.mapper.functions.is_opaque(f))
+                        || is_opaque_form(e)
+                };
+                self.stops.push(stop);
+                self.stopped += usize::from(stop);
+                ControlFlow::Continue(())
+            }
+
+            fn post_visit_expr(&mut self, _e: &mut SqlExpr) -> ControlFlow<()> {
+                if self.stops.pop() == Some(true) {
+                    self.stopped -= 1;
+                }
+                ControlFlow::Continue(())
+            }
+        }
+        let _ = VisitMut::visit(
+            e,
+            &mut Replace {
+                mapper: self,
+                pairs,
+                stops: Vec::new(),
+                stopped: 0,
+                queries: 0,
+            },
+        );
     }
 
     /// Whether the select list, `HAVING` or `ORDER BY` of `select` compute something from the
@@ -1076,66 +1150,6 @@ impl VisitorMut for Substitute<'_, '_> {
     }
 }
 
-/// Replaces, in `e`, every occurrence of an original key expression of `pairs` by its
-/// rewritten form (and looks no further into it), except inside aggregate and window calls and
-/// subqueries, which see whole rows.
-fn replace_keys(e: &mut SqlExpr, pairs: &[(SqlExpr, SqlExpr)], functions: &Functions) {
-    struct Replace<'a> {
-        pairs: &'a [(SqlExpr, SqlExpr)],
-        functions: &'a Functions,
-        stops: Vec<bool>,
-        stopped: usize,
-        queries: usize,
-    }
-    impl VisitorMut for Replace<'_> {
-        type Break = ();
-
-        fn pre_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
-            self.queries += 1;
-            ControlFlow::Continue(())
-        }
-
-        fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
-            self.queries -= 1;
-            ControlFlow::Continue(())
-        }
-
-        fn pre_visit_expr(&mut self, e: &mut SqlExpr) -> ControlFlow<()> {
-            if self.stopped > 0 || self.queries > 0 {
-                self.stops.push(false);
-                return ControlFlow::Continue(());
-            }
-            let stop = if let Some((_, r)) = self.pairs.iter().find(|(o, _)| o == e) {
-                *e = r.clone();
-                true
-            } else {
-                matches!(e, SqlExpr::Function(f) if self.functions.is_opaque(f))
-                    || is_opaque_form(e)
-            };
-            self.stops.push(stop);
-            self.stopped += usize::from(stop);
-            ControlFlow::Continue(())
-        }
-
-        fn post_visit_expr(&mut self, _e: &mut SqlExpr) -> ControlFlow<()> {
-            if self.stops.pop() == Some(true) {
-                self.stopped -= 1;
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    let _ = VisitMut::visit(
-        e,
-        &mut Replace {
-            pairs,
-            functions,
-            stops: Vec::new(),
-            stopped: 0,
-            queries: 0,
-        },
-    );
-}
-
 /// The `SELECT`s that are a query's body, directly or through set operations (a parenthesized
 /// query is a query of its own, visited on its own).
 fn body_selects<'a>(body: &'a SetExpr, out: &mut Vec<&'a Select>) {
@@ -1346,9 +1360,13 @@ impl VisitorMut for ApplyMapping<'_> {
         } else {
             Vec::new()
         };
+        let Query {
+            body,
+            order_by: query_order_by,
+            ..
+        } = query;
         let mut selects = Vec::new();
-        body_selects_mut(&mut query.body, &mut selects);
-        let mut pairs = Vec::new();
+        body_selects_mut(body, &mut selects);
         for select in selects {
             let schema = self.schemas.get(self.next).cloned().flatten();
             self.next += 1;
@@ -1364,19 +1382,19 @@ impl VisitorMut for ApplyMapping<'_> {
                 functions: self.functions,
                 params: self.params,
             };
-            match mapper.map_select(select, &order_by) {
-                Ok(p) => pairs = p,
+            let pairs = match mapper.map_select(select, &order_by) {
+                Ok(p) => p,
                 Err(e) => return ControlFlow::Break(e),
-            }
-        }
-        // ORDER BY belongs to the query; it can name the keys of a body that is one SELECT.
-        if single
-            && !pairs.is_empty()
-            && let Some(o) = &mut query.order_by
-            && let OrderByKind::Expressions(exprs) = &mut o.kind
-        {
-            for o in exprs {
-                replace_keys(&mut o.expr, &pairs, self.functions);
+            };
+            // ORDER BY belongs to the query; it can name the keys of a body that is one SELECT.
+            if single
+                && !pairs.is_empty()
+                && let Some(o) = query_order_by
+                && let OrderByKind::Expressions(exprs) = &mut o.kind
+            {
+                for o in exprs {
+                    mapper.replace_keys(&mut o.expr, &pairs);
+                }
             }
         }
         ControlFlow::Continue(())
@@ -1395,7 +1413,9 @@ mod tests {
             aggregates: ["count", "sum", "min", "max"].map(String::from).into(),
             windows: ["row_number"].map(String::from).into(),
         };
-        let stmt = Parser::parse_sql(&GenericDialect {}, sql).unwrap().remove(0);
+        let stmt = Parser::parse_sql(&GenericDialect {}, sql)
+            .unwrap()
+            .remove(0);
         let mut collect = CollectProbes {
             functions: &functions,
             ctes: Vec::new(),

@@ -915,3 +915,35 @@ async fn filters_over_expressions_match_any_value() {
         table(&[&["2", "2", "2"]])
     );
 }
+
+#[tokio::test]
+async fn a_grouped_column_is_matched_however_it_is_qualified() {
+    let ctx = ctx();
+    let df = crate::rewrite::plan_sql(
+        &ctx,
+        "SELECT t.tags, UPPER(t.tags) AS u FROM t GROUP BY tags",
+    )
+    .await
+    .unwrap();
+    let names: Vec<&str> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    assert_eq!(names, ["tags", "u"]);
+    assert_eq!(
+        planned_rows(
+            &ctx,
+            "SELECT t.tags, UPPER(t.tags) AS u, COUNT(*) FROM t GROUP BY tags \
+             ORDER BY t.tags NULLS FIRST"
+        )
+        .await,
+        table(&[
+            &["null", "null", "2"],
+            &["a", "A", "2"],
+            &["b", "B", "2"],
+            &["c", "C", "1"],
+        ])
+    );
+}
