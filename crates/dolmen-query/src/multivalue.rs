@@ -1,57 +1,67 @@
-//! Druid's multi-value string semantics for SQL (`docs/querying/multi-value-dimensions.md`,
-//! "Querying multi-value dimensions"), as a DataFusion analyzer rule and one AST rewrite.
+//! Druid's multi-value string semantics for SQL (`docs/querying/multi-value-dimensions.md`;
+//! `docs/querying/sql-data-types.md`, "Multi-value strings behavior"), as a DataFusion analyzer
+//! rule ([`MultiValueRule`]) and an AST rewrite before planning
+//! ([`map_multi_value_expressions`], ADR 0013 and ADR 0015).
 //!
 //! A multi-value string dimension reaches queries as a `List<Utf8>` column whose field carries
 //! [`dolmen_segment::MULTI_VALUE_METADATA_KEY`] (see [`crate::table`]). Druid SQL treats such a
-//! column as a `VARCHAR` whose row holds several values; [`MultiValueRule`] gives DataFusion the
-//! same behaviour before type coercion sees a list compared with a string:
+//! column as a `VARCHAR` whose row holds several values: grouping on it groups by each value
+//! (implicit unnesting), a scalar expression over it is applied to each value (implicit
+//! mapping), and a filter matches a row when any value matches. With `mv`, `mv2` multi-value
+//! columns, `f`, `g` scalar expressions and `p` a predicate:
 //!
-//! | Druid SQL on a multi-value column `mv` | becomes | meaning |
+//! | Druid SQL | becomes | meaning |
 //! |---|---|---|
-//! | `GROUP BY mv` | unnest `mv` below the aggregate, an empty or null row as one null value | a row counts once per value (Druid's implicit unnesting) |
-//! | `GROUP BY f(mv)`, `f` scalar | `GROUP BY array_transform(mv, __mv_value -> f(__mv_value))`, unnested the same way | `f` is applied to each value (Druid's implicit mapping); each result is a group |
+//! | `GROUP BY mv` | unnest `mv` below the aggregate, a null or empty row as one null value | a row counts once per value |
+//! | `GROUP BY f(mv)` | `GROUP BY __mv_key(array_transform(__mv_bind(mv), v -> f(v)))`, unnested the same way | `f` applied to each value; each result is a group |
+//! | `GROUP BY f(mv, mv2)` | `__mv_key(flatten(array_transform(__mv_bind(mv), v -> array_transform(__mv_bind(mv2), w -> f(v, w)))))` | `f` applied to every combination of values, the first column varying slowest (Druid's `cartesian_map`); one column used twice is one mapping |
+//! | `SELECT g(mv) .. GROUP BY mv`, `SELECT g(f(mv)) .. GROUP BY f(mv)`, same in `HAVING` and `ORDER BY` | the key becomes `__mv_key(..)`, typed as one value, and `g` reads it | computed from the group's value (Druid's post-aggregation) |
+//! | `SELECT DISTINCT items` without aggregates | `SELECT items GROUP BY 1, 2, ..` | as grouping by them |
+//! | `SELECT f(mv)` without aggregates | `__mv_result(array_transform(__mv_bind(mv), v -> f(v)), 'f(mv)')` | a multi-value result (the writers give one value as itself, several as the JSON text of the list, as Druid) |
+//! | `MV_TO_STRING(f(mv), ',')`, any function taking arrays over a mapped argument | `MV_TO_STRING(array_transform(..), ',')` | `f` applied to each value, then the function to the list |
 //! | `WHERE mv = x` | `array_has(mv, x)` | any value matches |
 //! | `WHERE mv <> x` | `NOT array_has(mv, x)` | no value matches |
 //! | `WHERE mv IN (x, y)` / `NOT IN` | `array_has_any(mv, [x, y])` / `NOT ...` | any value is in the list |
 //! | `WHERE mv IS NULL` / `IS NOT NULL` | `mv IS NULL OR cardinality(mv) = 0` / `cardinality(mv) > 0` | no values / some value |
+//! | `WHERE p(mv)`, any other predicate (`f(mv) = x`, `mv LIKE x`, `mv < x`, `mv BETWEEN ..`, `mv = mv2`, `COALESCE(mv, x) = y`, ..), also in an aggregate's `FILTER (WHERE ..)` | `array_any_match(__mv_bind(mv), v -> p(v))`, nested for several columns | any value (any combination) matches; `AND`, `OR` and `NOT` stay around the predicates, and a negated predicate (`<>`, `NOT IN`, `NOT LIKE`, `NOT BETWEEN`, `IS NOT NULL`) is `NOT` of its positive form: no value matches |
+//!
+//! The first rows are [`MultiValueRule`]'s (the filter shapes: only in `WHERE`); the others are
+//! written by [`map_multi_value_expressions`] into the SQL AST, because DataFusion's SQL planner
+//! types `UPPER(mv)` against `List<Utf8>` and fails (or, for `mv || 'x'`, plans an array append)
+//! before any analyzer rule runs. [`mapping`] says which `SELECT`s it looks at and how it tells a
+//! column used value by value from one used as an array. The rule then unnests `__mv_key(list)`
+//! keys and keys returning multi-value strings (`MV_FILTER_ONLY(mv, ..)`, `STRING_TO_MV(..)`)
+//! like multi-value columns, below the aggregate. The `__mv_*` functions are described in
+//! [`functions`].
 //!
 //! Filters match whole rows, so a row passing `WHERE mv = 'a'` still groups by all of its values,
-//! as in Druid (use `MV_FILTER_ONLY` to keep only some). The rule rewrites `Filter` predicates
-//! and `GROUP BY` keys that are multi-value columns or expressions returning multi-value strings
-//! (the `MV_*` functions, `STRING_TO_MV`, and mapped keys, below), which are computed below the
-//! aggregate and unnested the same way.
+//! as in Druid (use `MV_FILTER_ONLY` to keep only some). Several multi-value keys (`GROUP BY mv,
+//! UPPER(mv)`, or two columns) group by every combination of their values, as Druid's grouping
+//! engine does. `MV_*` and `ARRAY_*` functions and aggregates see the whole row.
 //!
-//! ## Scalar expressions over a multi-value column as keys
+//! Null and empty rows: an expression is mapped over a null or empty row as over one null value
+//! (`__mv_bind`), as Druid binds such a row as `[null]` when it maps an expression
+//! (`ExpressionSelectors.createBindings`, `homogenizeNullMultiValueStringArrays` when the plan
+//! `NEEDS_APPLIED`; "If the row is null or empty, the function receives `NULL` as its input",
+//! `sql-data-types.md`): `COALESCE(mv, 'none')` is `'none'` there, `UPPER(mv)` null. A grouped
+//! key then puts the row in the group of `f(NULL)` once. Dolmen stores an ingested empty list as
+//! null, so stored rows are never empty.
 //!
-//! DataFusion's SQL planner types `UPPER(mv)` against `List<Utf8>` and fails (or, for `mv ||
-//! 'x'`, plans an array append) before any analyzer rule runs, so these keys are rewritten in
-//! the SQL AST, before planning, by [`map_multi_value_expressions`] (ADR 0013). For each
-//! `SELECT` with a plain `GROUP BY` key (by expression, ordinal or alias) that names an
-//! identifier and is not a bare column, the `FROM` clause is planned alone (`WITH <CTEs in
-//! scope> SELECT * FROM ...`) to learn which columns are multi-value. A key that references
-//! exactly one multi-value column, never inside a function taking whole arrays, becomes
-//! `array_transform(mv, __mv_value -> key[mv := __mv_value])` (DataFusion's lambda function;
-//! other columns of the row are captured), and so does every occurrence of the same expression
-//! in the select list, `HAVING` and `ORDER BY` outside aggregate and window calls, so that they
-//! name the key. The rule then unnests `array_transform` over a multi-value column like a
-//! multi-value column: an empty or null row is one null group (the expression is not applied
-//! to it, as Druid's grouping engine treats an empty row as null), and a row with several values
-//! counts once in each of its groups.
+//! Errors, at planning: a column used both as an array and value by value in one expression
+//! (`MV_LENGTH(mv) + LENGTH(mv)`: Druid rejects it, "used as both scalar and array variables");
+//! a mapped select item whose values are not strings (`SELECT mv = 'a'`, `CASE .. THEN 1 ..`:
+//! Druid fails such a query when it returns the rows, "Cannot coerce field"); a subquery inside
+//! a mapped expression; `SELECT DISTINCT *` over multi-value columns.
 //!
-//! Functions taking whole arrays, whose multi-value arguments are never mapped: `MV_*`,
-//! `ARRAY*`, `LIST_*`, `STRING_TO_MV`, `SCALAR_IN_ARRAY`, `CARDINALITY`, `EMPTY`, `FLATTEN`,
-//! `UNNEST`, `MAKE_ARRAY`/`MAKE_LIST`, aggregates, window functions, array literals,
-//! subscripts and subqueries. A key using the column both ways (`MV_LENGTH(mv) + LENGTH(mv)`)
-//! is left as it is.
-//!
-//! Not covered (left as DataFusion plans them, usually a type error): expressions over two or
-//! more multi-value columns (Druid maps the cartesian product); grouping sets; `SELECT
-//! DISTINCT f(mv)` without `GROUP BY`; select items over a grouped key that are not the key
-//! itself (`SELECT UPPER(mv) ... GROUP BY mv`, `SELECT f(mv) || '!' ... GROUP BY f(mv)`); scalar
-//! expressions over `mv` outside `GROUP BY` (elsewhere the column stays a list and renders as
-//! Druid's array text); and a `FROM` clause that does not plan alone (lateral references).
-//! Several multi-value keys (`GROUP BY mv, UPPER(mv)`, or two multi-value columns) group by
-//! every combination of their values, as Druid does.
+//! Not covered (left as DataFusion plans them, a list or usually a type error): grouping sets
+//! (`ROLLUP`, `CUBE`, `GROUPING SETS`) over multi-value keys; join conditions; arguments of
+//! aggregate and window calls (`COUNT(DISTINCT mv)` counts distinct lists, `MAX(UPPER(mv))` is a
+//! type error); scalar functions over the result of a multi-value function
+//! (`UPPER(MV_FILTER_ONLY(mv, ..))`); select items over a key that are not computed from the
+//! key's own expression (matched as written, or for a column however it is qualified); a
+//! `SELECT` whose `FROM` clause does not plan alone (lateral references). `mv <> x` and
+//! `mv NOT IN (..)` through the rule count an empty row as having no value (true), where the
+//! mapped predicates and Druid count it as unknown; only in-memory tables have empty rows.
 
 use std::sync::Arc;
 
@@ -66,8 +76,8 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
-mod functions;
-mod mapping;
+pub mod functions;
+pub mod mapping;
 
 pub use functions::udfs;
 pub use mapping::map_multi_value_expressions;

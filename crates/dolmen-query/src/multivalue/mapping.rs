@@ -546,8 +546,9 @@ impl Mapper<'_> {
     }
 
     /// Rewrites `select` (see the parent module's docs); `order_by` is the query's `ORDER BY`
-    /// when its body is this one `SELECT`. Returns the (original, rewritten) `GROUP BY` key
-    /// expressions, for the `ORDER BY`.
+    /// when its body is this one `SELECT`. Returns what the `ORDER BY` must replace: each
+    /// `GROUP BY` key expression as written, and what names it now (see
+    /// [`Mapper::map_group_keys`]); empty when no key changed.
     fn map_select(
         &self,
         select: &mut Select,
@@ -684,7 +685,11 @@ impl Mapper<'_> {
     /// The `GROUP BY` keys of a grouped `SELECT`: each key over columns by value becomes
     /// `__mv_key(<its values>)`, a bare multi-value column key becomes `__mv_key(col)` when the
     /// select list, `HAVING` or `ORDER BY` computes something from it, and every occurrence of
-    /// a key there is replaced by its rewritten form, so that it names the group's value.
+    /// a key in the select list, `GROUP BY` and `HAVING` is replaced by its rewritten form, so
+    /// that it names the group's value. Returns the replacements for the `ORDER BY`: a key by
+    /// the alias of the select item holding it when there is one (`ORDER BY` resolves names
+    /// against the select list first, where a bare column key's item is `__mv_key(col) AS
+    /// col`), else by its rewritten form.
     fn map_group_keys(
         &self,
         select: &mut Select,
