@@ -23,7 +23,7 @@
 //! | `WHERE mv <> x` | `NOT array_has(mv, x)` | no value matches |
 //! | `WHERE mv IN (x, y)` / `NOT IN` | `array_has_any(mv, [x, y])` / `NOT ...` | any value is in the list |
 //! | `WHERE mv IS NULL` / `IS NOT NULL` | `mv IS NULL OR cardinality(mv) = 0` / `cardinality(mv) > 0` | no values / some value |
-//! | `WHERE p(mv)`, any other predicate (`f(mv) = x`, `mv LIKE x`, `mv < x`, `mv BETWEEN ..`, `mv = mv2`, `COALESCE(mv, x) = y`, ..), also in an aggregate's `FILTER (WHERE ..)` | `array_any_match(__mv_bind(mv), v -> p(v))`, nested for several columns | any value (any combination) matches; `AND`, `OR` and `NOT` stay around the predicates, and a negated predicate (`<>`, `NOT IN`, `NOT LIKE`, `NOT BETWEEN`, `IS NOT NULL`) is `NOT` of its positive form: no value matches |
+//! | `WHERE p(mv)`, any other predicate (`f(mv) = x`, `mv LIKE x`, `mv < x`, `mv BETWEEN ..`, `mv = mv2`, `COALESCE(mv, x) = y`, ..), also in an aggregate's `FILTER (WHERE ..)` | `array_any_match(__mv_bind(mv), v -> p(v))`, nested for several columns | any value (any combination) matches; `AND`, `OR` and `NOT` stay around the predicates, and a negated predicate (`<>`, `NOT IN`, `NOT LIKE`, `NOT BETWEEN`, `IS NOT NULL`, `IS NOT TRUE`, `IS DISTINCT FROM`, ..) is `NOT` of its positive form: no value matches |
 //!
 //! The first rows are [`MultiValueRule`]'s (the filter shapes: only in `WHERE`); the others are
 //! written by [`map_multi_value_expressions`] into the SQL AST, because DataFusion's SQL planner

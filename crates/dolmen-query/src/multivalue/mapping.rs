@@ -435,7 +435,8 @@ impl Mapper<'_> {
     /// Maps the predicate `e` (a `WHERE` clause or an aggregate's `FILTER`): `AND`, `OR` and
     /// `NOT` are kept, and each other predicate over columns by value holds when it holds for
     /// any value, as Druid's filters do; a negated predicate (`<>`, `NOT IN`, `NOT LIKE`,
-    /// `NOT BETWEEN`, `IS NOT NULL`) is the negation of its positive form (no value matches),
+    /// `NOT BETWEEN`, `IS NOT NULL`, .., see [`positive_form`]) is the negation of its positive
+    /// form (no value matches),
     /// as Druid plans `x <> 'a'` as `not(equals)`. With `rule_shapes`, the predicates
     /// [`super::MultiValueRule`] already gives that meaning (`mv = x`, `mv IN (..)`,
     /// `mv IS NULL` and their negations) are left to it.
@@ -909,8 +910,9 @@ impl Mapper<'_> {
     }
 }
 
-/// `x <> y`, `NOT IN`, `NOT LIKE`, `NOT ILIKE`, `NOT SIMILAR TO`, `NOT RLIKE`, `NOT BETWEEN` and
-/// `IS NOT NULL` as their positive form and `true`; any other predicate as itself and `false`.
+/// `x <> y`, `NOT IN`, `NOT LIKE`, `NOT ILIKE`, `NOT SIMILAR TO`, `NOT RLIKE`, `NOT BETWEEN`,
+/// `IS NOT NULL`, `IS NOT TRUE`, `IS NOT FALSE`, `IS NOT UNKNOWN` and `IS DISTINCT FROM` as their
+/// positive form and `true`; any other predicate as itself and `false`.
 fn positive_form(e: SqlExpr) -> (SqlExpr, bool) {
     match e {
         SqlExpr::BinaryOp {
@@ -1012,6 +1014,10 @@ fn positive_form(e: SqlExpr) -> (SqlExpr, bool) {
             true,
         ),
         SqlExpr::IsNotNull(x) => (SqlExpr::IsNull(x), true),
+        SqlExpr::IsNotTrue(x) => (SqlExpr::IsTrue(x), true),
+        SqlExpr::IsNotFalse(x) => (SqlExpr::IsFalse(x), true),
+        SqlExpr::IsNotUnknown(x) => (SqlExpr::IsUnknown(x), true),
+        SqlExpr::IsDistinctFrom(a, b) => (SqlExpr::IsNotDistinctFrom(a, b), true),
         other => (other, false),
     }
 }

@@ -895,6 +895,11 @@ async fn filters_over_expressions_match_any_value() {
         ns("SELECT n FROM t WHERE NOT (UPPER(tags) = 'B') ORDER BY n").await,
         ["4"]
     );
+    // `IS NOT TRUE` is `NOT (.. IS TRUE)`: no value is `A` (a null row is one null value).
+    assert_eq!(
+        ns("SELECT n FROM t WHERE (UPPER(tags) = 'A') IS NOT TRUE ORDER BY n").await,
+        ["2", "3", "5"]
+    );
     // Rows are kept whole: the group keys are all values of matching rows.
     assert_eq!(
         planned_rows(
