@@ -436,10 +436,9 @@ impl Mapper<'_> {
     /// `NOT` are kept, and each other predicate over columns by value holds when it holds for
     /// any value, as Druid's filters do; a negated predicate (`<>`, `NOT IN`, `NOT LIKE`,
     /// `NOT BETWEEN`, `IS NOT NULL`, .., see [`positive_form`]) is the negation of its positive
-    /// form (no value matches),
-    /// as Druid plans `x <> 'a'` as `not(equals)`. With `rule_shapes`, the predicates
-    /// [`super::MultiValueRule`] already gives that meaning (`mv = x`, `mv IN (..)`,
-    /// `mv IS NULL` and their negations) are left to it.
+    /// form (no value matches), as Druid plans `x <> 'a'` as `not(equals)`. With
+    /// `rule_shapes`, the predicates [`super::MultiValueRule`] already gives that meaning
+    /// (`mv = x`, `mv IN (..)`, `mv IS NULL` and their negations) are left to it.
     fn map_predicate(&self, e: &mut SqlExpr, rule_shapes: bool) -> Result<()> {
         match e {
             SqlExpr::BinaryOp {
