@@ -403,6 +403,8 @@ impl QueryEngine {
             .map(|n| (n, false))
             .chain(state.aggregate_functions().keys().map(|n| (n, true)))
             .chain(state.window_functions().keys().map(|n| (n, false)))
+            // The multi-value rewrites' internal markers are not Druid functions.
+            .filter(|(n, _)| !n.starts_with("__mv_"))
             .map(|(n, aggregator)| crate::system::Routine {
                 name: n.to_ascii_uppercase(),
                 aggregator,

@@ -1,66 +1,73 @@
-//! Druid's multi-value string semantics for SQL (`docs/querying/multi-value-dimensions.md`,
-//! "Querying multi-value dimensions"), as a DataFusion analyzer rule and one AST rewrite.
+//! Druid's multi-value string semantics for SQL (`docs/querying/multi-value-dimensions.md`;
+//! `docs/querying/sql-data-types.md`, "Multi-value strings behavior"), as a DataFusion analyzer
+//! rule ([`MultiValueRule`]) and an AST rewrite before planning
+//! ([`map_multi_value_expressions`], ADR 0013 and ADR 0015).
 //!
 //! A multi-value string dimension reaches queries as a `List<Utf8>` column whose field carries
 //! [`dolmen_segment::MULTI_VALUE_METADATA_KEY`] (see [`crate::table`]). Druid SQL treats such a
-//! column as a `VARCHAR` whose row holds several values; [`MultiValueRule`] gives DataFusion the
-//! same behaviour before type coercion sees a list compared with a string:
+//! column as a `VARCHAR` whose row holds several values: grouping on it groups by each value
+//! (implicit unnesting), a scalar expression over it is applied to each value (implicit
+//! mapping), and a filter matches a row when any value matches. With `mv`, `mv2` multi-value
+//! columns, `f`, `g` scalar expressions and `p` a predicate:
 //!
-//! | Druid SQL on a multi-value column `mv` | becomes | meaning |
+//! | Druid SQL | becomes | meaning |
 //! |---|---|---|
-//! | `GROUP BY mv` | unnest `mv` below the aggregate, an empty or null row as one null value | a row counts once per value (Druid's implicit unnesting) |
-//! | `GROUP BY f(mv)`, `f` scalar | `GROUP BY array_transform(mv, __mv_value -> f(__mv_value))`, unnested the same way | `f` is applied to each value (Druid's implicit mapping); each result is a group |
+//! | `GROUP BY mv` | unnest `mv` below the aggregate, a null or empty row as one null value | a row counts once per value |
+//! | `GROUP BY f(mv)` | `GROUP BY __mv_key(array_transform(__mv_bind(mv), v -> f(v)))`, unnested the same way | `f` applied to each value; each result is a group |
+//! | `GROUP BY f(mv, mv2)` | `__mv_key(flatten(array_transform(__mv_bind(mv), v -> array_transform(__mv_bind(mv2), w -> f(v, w)))))` | `f` applied to every combination of values, the first column varying slowest (Druid's `cartesian_map`); one column used twice is one mapping |
+//! | `SELECT g(mv) .. GROUP BY mv`, `SELECT g(f(mv)) .. GROUP BY f(mv)`, same in `HAVING` and `ORDER BY` | the key becomes `__mv_key(..)`, typed as one value, and `g` reads it | computed from the group's value (Druid's post-aggregation) |
+//! | `SELECT DISTINCT items` without aggregates | `SELECT items GROUP BY 1, 2, ..` | as grouping by them |
+//! | `SELECT f(mv)` without aggregates | `__mv_result(array_transform(__mv_bind(mv), v -> f(v)), 'f(mv)')` | a multi-value result (the writers give one value as itself, several as the JSON text of the list, as Druid) |
+//! | `MV_TO_STRING(f(mv), ',')`, any function taking arrays over a mapped argument | `MV_TO_STRING(array_transform(..), ',')` | `f` applied to each value, then the function to the list |
 //! | `WHERE mv = x` | `array_has(mv, x)` | any value matches |
 //! | `WHERE mv <> x` | `NOT array_has(mv, x)` | no value matches |
 //! | `WHERE mv IN (x, y)` / `NOT IN` | `array_has_any(mv, [x, y])` / `NOT ...` | any value is in the list |
 //! | `WHERE mv IS NULL` / `IS NOT NULL` | `mv IS NULL OR cardinality(mv) = 0` / `cardinality(mv) > 0` | no values / some value |
+//! | `WHERE p(mv)`, any other predicate (`f(mv) = x`, `mv LIKE x`, `mv < x`, `mv BETWEEN ..`, `mv = mv2`, `COALESCE(mv, x) = y`, ..), also in an aggregate's `FILTER (WHERE ..)` | `array_any_match(__mv_bind(mv), v -> p(v))`, nested for several columns | any value (any combination) matches; `AND`, `OR` and `NOT` stay around the predicates, and a negated predicate (`<>`, `NOT IN`, `NOT LIKE`, `NOT BETWEEN`, `IS NOT NULL`, `IS NOT TRUE`, `IS DISTINCT FROM`, ..) is `NOT` of its positive form: no value matches |
+//!
+//! The first rows are [`MultiValueRule`]'s (the filter shapes: only in `WHERE`); the others are
+//! written by [`map_multi_value_expressions`] into the SQL AST, because DataFusion's SQL planner
+//! types `UPPER(mv)` against `List<Utf8>` and fails (or, for `mv || 'x'`, plans an array append)
+//! before any analyzer rule runs. [`mapping`] says which `SELECT`s it looks at and how it tells a
+//! column used value by value from one used as an array. The rule then unnests `__mv_key(list)`
+//! keys and keys returning multi-value strings (`MV_FILTER_ONLY(mv, ..)`, `STRING_TO_MV(..)`)
+//! like multi-value columns, below the aggregate. The `__mv_*` functions are described in
+//! [`functions`].
 //!
 //! Filters match whole rows, so a row passing `WHERE mv = 'a'` still groups by all of its values,
-//! as in Druid (use `MV_FILTER_ONLY` to keep only some). The rule rewrites `Filter` predicates
-//! and `GROUP BY` keys that are multi-value columns or expressions returning multi-value strings
-//! (the `MV_*` functions, `STRING_TO_MV`, and mapped keys, below), which are computed below the
-//! aggregate and unnested the same way.
+//! as in Druid (use `MV_FILTER_ONLY` to keep only some). Several multi-value keys (`GROUP BY mv,
+//! UPPER(mv)`, or two columns) group by every combination of their values, as Druid's grouping
+//! engine does. `MV_*` and `ARRAY_*` functions and aggregates see the whole row.
 //!
-//! ## Scalar expressions over a multi-value column as keys
+//! Null and empty rows: an expression is mapped over a null or empty row as over one null value
+//! (`__mv_bind`), as Druid binds such a row as `[null]` when it maps an expression
+//! (`ExpressionSelectors.createBindings`, `homogenizeNullMultiValueStringArrays` when the plan
+//! `NEEDS_APPLIED`; "If the row is null or empty, the function receives `NULL` as its input",
+//! `sql-data-types.md`): `COALESCE(mv, 'none')` is `'none'` there, `UPPER(mv)` null. A grouped
+//! key then puts the row in the group of `f(NULL)` once. Dolmen stores an ingested empty list as
+//! null, so stored rows are never empty.
 //!
-//! DataFusion's SQL planner types `UPPER(mv)` against `List<Utf8>` and fails (or, for `mv ||
-//! 'x'`, plans an array append) before any analyzer rule runs, so these keys are rewritten in
-//! the SQL AST, before planning, by [`map_multi_value_group_keys`] (ADR 0013). For each
-//! `SELECT` with a plain `GROUP BY` key (by expression, ordinal or alias) that names an
-//! identifier and is not a bare column, the `FROM` clause is planned alone (`WITH <CTEs in
-//! scope> SELECT * FROM ...`) to learn which columns are multi-value. A key that references
-//! exactly one multi-value column, never inside a function taking whole arrays, becomes
-//! `array_transform(mv, __mv_value -> key[mv := __mv_value])` (DataFusion's lambda function;
-//! other columns of the row are captured), and so does every occurrence of the same expression
-//! in the select list, `HAVING` and `ORDER BY` outside aggregate and window calls, so that they
-//! name the key. The rule then unnests `array_transform` over a multi-value column like a
-//! multi-value column: an empty or null row is one null group (the expression is not applied
-//! to it, as Druid's grouping engine treats an empty row as null), and a row with several values
-//! counts once in each of its groups.
+//! Errors, at planning: a column used both as an array and value by value in one expression
+//! (`MV_LENGTH(mv) + LENGTH(mv)`: Druid rejects it, "used as both scalar and array variables");
+//! a mapped select item whose values are not strings (`SELECT mv = 'a'`, `CASE .. THEN 1 ..`:
+//! Druid fails such a query when it returns the rows, "Cannot coerce field"); a subquery inside
+//! a mapped expression; `SELECT DISTINCT *` over multi-value columns.
 //!
-//! Functions taking whole arrays, whose multi-value arguments are never mapped: `MV_*`,
-//! `ARRAY*`, `LIST_*`, `STRING_TO_MV`, `SCALAR_IN_ARRAY`, `CARDINALITY`, `EMPTY`, `FLATTEN`,
-//! `UNNEST`, `MAKE_ARRAY`/`MAKE_LIST`, aggregates, window functions, array literals,
-//! subscripts and subqueries. A key using the column both ways (`MV_LENGTH(mv) + LENGTH(mv)`)
-//! is left as it is.
-//!
-//! Not covered (left as DataFusion plans them, usually a type error): expressions over two or
-//! more multi-value columns (Druid maps the cartesian product); grouping sets; `SELECT
-//! DISTINCT f(mv)` without `GROUP BY`; select items over a grouped key that are not the key
-//! itself (`SELECT UPPER(mv) ... GROUP BY mv`, `SELECT f(mv) || '!' ... GROUP BY f(mv)`); scalar
-//! expressions over `mv` outside `GROUP BY` (elsewhere the column stays a list and renders as
-//! Druid's array text); and a `FROM` clause that does not plan alone (lateral references).
-//! Several multi-value keys (`GROUP BY mv, UPPER(mv)`, or two multi-value columns) group by
-//! every combination of their values, as Druid does.
+//! Not covered (left as DataFusion plans them, a list or usually a type error): grouping sets
+//! (`ROLLUP`, `CUBE`, `GROUPING SETS`) over multi-value keys; join conditions; arguments of
+//! aggregate and window calls (`COUNT(DISTINCT mv)` counts distinct lists, `MAX(UPPER(mv))` is a
+//! type error); scalar functions over the result of a multi-value function
+//! (`UPPER(MV_FILTER_ONLY(mv, ..))`); select items over a key that are not computed from the
+//! key's own expression (matched as written, or for a column however it is qualified); a
+//! `SELECT` whose `FROM` clause does not plan alone (lateral references). `mv <> x` and
+//! `mv NOT IN (..)` through the rule count an empty row as having no value (true), where the
+//! mapped predicates and Druid count it as unknown; only in-memory tables have empty rows.
 
-use std::collections::HashSet;
-use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
-use datafusion::common::{Column, DFSchema, DFSchemaRef, Result, TableReference, UnnestOptions};
+use datafusion::common::{Column, DFSchema, Result, UnnestOptions};
 use datafusion::config::ConfigOptions;
-use datafusion::execution::context::SessionState;
 use datafusion::functions_nested::expr_fn::{array_has, array_has_any, cardinality, make_array};
 use datafusion::logical_expr::ExprSchemable;
 use datafusion::logical_expr::expr::InList;
@@ -68,14 +75,12 @@ use datafusion::logical_expr::{
     Aggregate, BinaryExpr, Expr, Filter, LogicalPlan, LogicalPlanBuilder, Operator, lit, when,
 };
 use datafusion::optimizer::AnalyzerRule;
-use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
-use datafusion::sql::sqlparser::ast::{
-    Cte, Expr as SqlExpr, GroupByExpr, Ident, LambdaFunction, LambdaFunctionParameter,
-    LambdaSyntax, OneOrManyWithParens, OrderBy, OrderByKind, Query, Select, SelectFlavor,
-    SelectItem, SetExpr, Statement as SqlStatement, Value, Visit, VisitMut, Visitor, VisitorMut,
-    WildcardAdditionalOptions, With, visit_expressions, visit_expressions_mut,
-};
+
+pub mod functions;
+pub mod mapping;
+
+pub use functions::udfs;
+pub use mapping::map_multi_value_expressions;
 
 /// The analyzer rule described in the module docs. Register it before DataFusion's type
 /// coercion (the engine puts it first).
@@ -185,39 +190,46 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
 }
 
 /// For `GROUP BY` keys that are expressions returning multi-value strings (`MV_FILTER_ONLY(tags,
-/// ...)`, `STRING_TO_MV(...)`): an aggregate whose input also computes each such key as a
-/// column named like the expression, grouped by that column, so that the key is unnested like a
-/// multi-value column. `None` when no key needs it.
+/// ...)`, `STRING_TO_MV(...)`) or `__mv_key(list)` markers ([`functions`]): an aggregate whose
+/// input also computes each such key's list as a column named like the key expression, marked
+/// multi-value, grouped by that column, so that the key is unnested like a multi-value column.
+/// `None` when no key needs it.
 fn materialize_multi_value_keys(a: &Aggregate) -> Result<Option<Aggregate>> {
     let schema = Arc::clone(a.input.schema());
+    let marker =
+        datafusion::common::metadata::FieldMetadata::from(std::collections::BTreeMap::from([(
+            dolmen_segment::MULTI_VALUE_METADATA_KEY.to_string(),
+            "true".to_string(),
+        )]));
     let mut extra = Vec::new();
     let mut keys = Vec::with_capacity(a.group_expr.len());
     for e in &a.group_expr {
-        if !matches!(e, Expr::Column(_) | Expr::GroupingSet(_)) {
-            let (_, field) = e.to_field(&schema)?;
-            if (maps_multi_value(e, &schema)
-                || field
+        let list = match e {
+            Expr::ScalarFunction(f) if f.func.name() == functions::KEY => Some(&f.args[0]),
+            Expr::Column(_) | Expr::GroupingSet(_) => None,
+            _ => {
+                let (_, field) = e.to_field(&schema)?;
+                (field
                     .metadata()
-                    .contains_key(dolmen_segment::MULTI_VALUE_METADATA_KEY))
-                && matches!(
-                    field.data_type(),
-                    datafusion::arrow::datatypes::DataType::List(_)
-                )
-            {
-                let name = e.schema_name().to_string();
-                // Marked multi-value (a mapped key's field is not) so that it is unnested.
-                let marker = datafusion::common::metadata::FieldMetadata::from(
-                    std::collections::BTreeMap::from([(
-                        dolmen_segment::MULTI_VALUE_METADATA_KEY.to_string(),
-                        "true".to_string(),
-                    )]),
-                );
-                extra.push(e.clone().alias_with_metadata(&name, Some(marker)));
-                keys.push(Expr::Column(Column::from_name(name)));
-                continue;
+                    .contains_key(dolmen_segment::MULTI_VALUE_METADATA_KEY)
+                    && matches!(
+                        field.data_type(),
+                        datafusion::arrow::datatypes::DataType::List(_)
+                    ))
+                .then_some(e)
             }
+        };
+        match list {
+            Some(list) => {
+                let name = e.schema_name().to_string();
+                extra.push(
+                    list.clone()
+                        .alias_with_metadata(&name, Some(marker.clone())),
+                );
+                keys.push(Expr::Column(Column::from_name(name)));
+            }
+            None => keys.push(e.clone()),
         }
-        keys.push(e.clone());
     }
     if extra.is_empty() {
         return Ok(None);
@@ -235,15 +247,6 @@ fn materialize_multi_value_keys(a: &Aggregate) -> Result<Option<Aggregate>> {
         keys,
         a.aggr_expr.clone(),
     )?))
-}
-
-/// Whether `e` is `array_transform(mv, ...)` over a multi-value column `mv`: a scalar
-/// expression mapped over each value ([`map_multi_value_group_keys`] writes keys so), whose
-/// result is a multi-value string too.
-fn maps_multi_value(e: &Expr, schema: &DFSchema) -> bool {
-    matches!(e, Expr::HigherOrderFunction(f)
-        if f.func.name() == "array_transform"
-            && f.args.first().is_some_and(|a| is_multi_value(a, schema)))
 }
 
 /// One predicate node over a multi-value column, rewritten as the module docs say.
@@ -286,965 +289,5 @@ fn rewrite_predicate(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     }
 }
 
-// Scalar expressions over a multi-value column as `GROUP BY` keys: an AST rewrite before
-// planning (see the module docs and docs/adr/0013-multi-value-expression-keys.md).
-
-/// The lambda parameter of a mapped key: one value of the multi-value column.
-const VALUE_PARAM: &str = "__mv_value";
-
-/// Rewrites every plain `GROUP BY` key of `stmt` that is a scalar expression over exactly one
-/// multi-value column into `array_transform(mv, __mv_value -> <the expression over the value>)`,
-/// and the same expression wherever the select list, `HAVING` and `ORDER BY` repeat it (outside
-/// aggregate and window calls), so that [`MultiValueRule`] unnests the mapped values as the key
-/// (see the module docs). Which columns are multi-value is learned by planning the `FROM` clause
-/// of each `SELECT` that has such a candidate key on its own, with the `WITH` clauses in scope;
-/// a `FROM` clause that does not plan alone (say, a lateral reference) leaves its `SELECT`
-/// unchanged. Run after the other AST rewrites, just before planning.
-///
-/// # Errors
-/// None today: a probe's planning error leaves the query as it is, to fail (or not) when it is
-/// planned.
-pub async fn map_multi_value_group_keys(
-    state: &SessionState,
-    stmt: &mut DFStatement,
-) -> Result<()> {
-    let query = match stmt {
-        DFStatement::Statement(s) => match s.as_mut() {
-            SqlStatement::Query(q) => q.as_mut(),
-            _ => return Ok(()),
-        },
-        DFStatement::Explain(e) => {
-            return Box::pin(map_multi_value_group_keys(state, &mut e.statement)).await;
-        }
-        _ => return Ok(()),
-    };
-    let normalize = state.config_options().sql_parser.enable_ident_normalization;
-    let mut collect = CollectProbes {
-        ctes: Vec::new(),
-        probes: Vec::new(),
-    };
-    let _ = Visit::visit(&*query, &mut collect);
-    if collect.probes.iter().all(Option::is_none) {
-        return Ok(());
-    }
-    let mut schemas = Vec::with_capacity(collect.probes.len());
-    for probe in collect.probes {
-        let schema = match probe {
-            Some(q) => state
-                .statement_to_plan(DFStatement::Statement(Box::new(SqlStatement::Query(
-                    Box::new(q),
-                ))))
-                .await
-                .ok()
-                .map(|p| Arc::clone(p.schema())),
-            None => None,
-        };
-        schemas.push(schema);
-    }
-    let whole_row: HashSet<String> = state
-        .aggregate_functions()
-        .keys()
-        .chain(state.window_functions().keys())
-        .map(|k| k.to_ascii_lowercase())
-        .collect();
-    let mut apply = ApplyMapping {
-        normalize,
-        schemas,
-        next: 0,
-        whole_row: &whole_row,
-    };
-    let _ = query.visit(&mut apply);
-    Ok(())
-}
-
-/// The `SELECT`s that are a query's body, directly or through set operations (a parenthesized
-/// query is a query of its own, visited on its own).
-fn body_selects<'a>(body: &'a SetExpr, out: &mut Vec<&'a Select>) {
-    match body {
-        SetExpr::Select(s) => out.push(s),
-        SetExpr::SetOperation { left, right, .. } => {
-            body_selects(left, out);
-            body_selects(right, out);
-        }
-        _ => {}
-    }
-}
-
-fn body_selects_mut<'a>(body: &'a mut SetExpr, out: &mut Vec<&'a mut Select>) {
-    match body {
-        SetExpr::Select(s) => out.push(s),
-        SetExpr::SetOperation { left, right, .. } => {
-            body_selects_mut(left, out);
-            body_selects_mut(right, out);
-        }
-        _ => {}
-    }
-}
-
-/// The plain `GROUP BY` keys of `select`: none with `ROLLUP`, `CUBE`, `GROUPING SETS` or
-/// `GROUP BY ALL` (grouping sets are not unnested either).
-fn plain_group_keys(select: &Select) -> &[SqlExpr] {
-    match &select.group_by {
-        GroupByExpr::Expressions(keys, modifiers)
-            if modifiers.is_empty()
-                && !keys.iter().any(|k| {
-                    matches!(
-                        k,
-                        SqlExpr::Rollup(_) | SqlExpr::Cube(_) | SqlExpr::GroupingSets(_)
-                    )
-                }) =>
-        {
-            keys
-        }
-        _ => &[],
-    }
-}
-
-/// The expression a `GROUP BY` key stands for: the select item of an ordinal (`GROUP BY 1`) or
-/// of an alias that is not a column (`GROUP BY u`), else the key itself.
-fn key_expression<'a>(
-    key: &'a SqlExpr,
-    projection: &'a [SelectItem],
-    is_column: impl Fn(&SqlExpr) -> bool,
-) -> &'a SqlExpr {
-    let item = |i: usize| match projection.get(i) {
-        Some(SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) => Some(e),
-        _ => None,
-    };
-    match key {
-        SqlExpr::Value(v) => match &v.value {
-            Value::Number(n, _) => n
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| n.checked_sub(1))
-                .and_then(item)
-                .unwrap_or(key),
-            _ => key,
-        },
-        SqlExpr::Identifier(id) if !is_column(key) => projection
-            .iter()
-            .find_map(|item| match item {
-                SelectItem::ExprWithAlias { expr, alias } if alias.value == id.value => Some(expr),
-                _ => None,
-            })
-            .unwrap_or(key),
-        _ => key,
-    }
-}
-
-fn is_column_ref(e: &SqlExpr) -> bool {
-    match e {
-        SqlExpr::Identifier(_) | SqlExpr::CompoundIdentifier(_) => true,
-        SqlExpr::Nested(inner) => is_column_ref(inner),
-        _ => false,
-    }
-}
-
-/// Whether `e` could be a scalar expression over a column: not a bare column reference, and
-/// naming some identifier. Only `SELECT`s with such a key have their `FROM` clause planned.
-fn may_map(e: &SqlExpr) -> bool {
-    !is_column_ref(e)
-        && visit_expressions(e, |x| {
-            if matches!(x, SqlExpr::Identifier(_) | SqlExpr::CompoundIdentifier(_)) {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-        .is_break()
-}
-
-/// Whether `e` takes a multi-value column as one whole array rather than value by value: the
-/// `MV_*`/`ARRAY_*`/`LIST_*` functions and DataFusion's other array functions, aggregate and
-/// window calls (`whole_row`), array literals and subscripts, and subqueries.
-fn takes_whole_array(e: &SqlExpr, whole_row: &HashSet<String>) -> bool {
-    match e {
-        SqlExpr::Function(f) => {
-            let name = f
-                .name
-                .0
-                .last()
-                .and_then(|p| p.as_ident())
-                .map(|i| i.value.to_ascii_lowercase())
-                .unwrap_or_default();
-            f.over.is_some()
-                || whole_row.contains(&name)
-                || name.starts_with("mv_")
-                || name.starts_with("array")
-                || name.starts_with("list_")
-                || matches!(
-                    name.as_str(),
-                    "string_to_mv"
-                        | "scalar_in_array"
-                        | "cardinality"
-                        | "empty"
-                        | "flatten"
-                        | "unnest"
-                        | "make_array"
-                        | "make_list"
-                )
-        }
-        SqlExpr::Array(_)
-        | SqlExpr::CompoundFieldAccess { .. }
-        | SqlExpr::Subquery(_)
-        | SqlExpr::Exists { .. }
-        | SqlExpr::InSubquery { .. }
-        | SqlExpr::Lambda(_) => true,
-        _ => false,
-    }
-}
-
-/// Phase one: for every `SELECT`, in visiting order, the query `WITH <the CTEs in scope>
-/// SELECT * FROM <its FROM>` when one of its keys may need mapping.
-struct CollectProbes {
-    ctes: Vec<Option<With>>,
-    probes: Vec<Option<Query>>,
-}
-
-impl Visitor for CollectProbes {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
-        self.ctes.push(query.with.clone());
-        let mut selects = Vec::new();
-        body_selects(&query.body, &mut selects);
-        for select in selects {
-            let candidate = !select.from.is_empty()
-                && plain_group_keys(select)
-                    .iter()
-                    .any(|k| may_map(key_expression(k, &select.projection, |_| false)));
-            let probe = candidate.then(|| self.probe(select));
-            self.probes.push(probe);
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_query(&mut self, _query: &Query) -> ControlFlow<()> {
-        self.ctes.pop();
-        ControlFlow::Continue(())
-    }
-}
-
-impl CollectProbes {
-    fn probe(&self, select: &Select) -> Query {
-        let cte_tables: Vec<Cte> = self
-            .ctes
-            .iter()
-            .flatten()
-            .flat_map(|w| w.cte_tables.iter().cloned())
-            .collect();
-        let recursive = self.ctes.iter().flatten().any(|w| w.recursive);
-        let probe = Select {
-            select_token: AttachedToken::empty(),
-            optimizer_hints: vec![],
-            distinct: None,
-            select_modifiers: None,
-            top: None,
-            top_before_distinct: false,
-            projection: vec![SelectItem::Wildcard(WildcardAdditionalOptions::default())],
-            exclude: None,
-            into: None,
-            from: select.from.clone(),
-            lateral_views: vec![],
-            prewhere: None,
-            selection: None,
-            connect_by: vec![],
-            group_by: GroupByExpr::Expressions(vec![], vec![]),
-            cluster_by: vec![],
-            distribute_by: vec![],
-            sort_by: vec![],
-            having: None,
-            named_window: vec![],
-            qualify: None,
-            window_before_qualify: false,
-            value_table_mode: None,
-            flavor: SelectFlavor::Standard,
-        };
-        Query {
-            with: (!cte_tables.is_empty()).then(|| With {
-                with_token: AttachedToken::empty(),
-                recursive,
-                cte_tables,
-            }),
-            body: Box::new(SetExpr::Select(Box::new(probe))),
-            order_by: None,
-            limit_clause: None,
-            fetch: None,
-            locks: vec![],
-            for_clause: None,
-            settings: None,
-            format_clause: None,
-            pipe_operators: vec![],
-        }
-    }
-}
-
-/// Resolves identifiers against the columns of a `FROM` clause.
-struct Resolver<'a> {
-    schema: &'a DFSchema,
-    normalize: bool,
-}
-
-impl Resolver<'_> {
-    fn name(&self, id: &Ident) -> String {
-        if self.normalize && id.quote_style.is_none() {
-            id.value.to_lowercase()
-        } else {
-            id.value.clone()
-        }
-    }
-
-    /// The column `e` names, when it is an identifier naming one.
-    fn column(&self, e: &SqlExpr) -> Option<(Column, bool)> {
-        let (qualifier, field) = match e {
-            SqlExpr::Identifier(id) => self
-                .schema
-                .qualified_field_with_unqualified_name(&self.name(id))
-                .ok()?,
-            SqlExpr::CompoundIdentifier(ids) if (2..=4).contains(&ids.len()) => {
-                let parts: Vec<String> = ids.iter().map(|i| self.name(i)).collect();
-                let (name, q) = parts.split_last()?;
-                let q = match q {
-                    [t] => TableReference::bare(t.as_str()),
-                    [s, t] => TableReference::partial(s.as_str(), t.as_str()),
-                    [c, s, t] => TableReference::full(c.as_str(), s.as_str(), t.as_str()),
-                    _ => return None,
-                };
-                let (q, f) = self.schema.qualified_field_with_name(Some(&q), name).ok()?;
-                (q, f)
-            }
-            SqlExpr::Nested(inner) => return self.column(inner),
-            _ => return None,
-        };
-        let multi_value = field
-            .metadata()
-            .contains_key(dolmen_segment::MULTI_VALUE_METADATA_KEY);
-        Some((Column::new(qualifier.cloned(), field.name()), multi_value))
-    }
-
-    /// `e` as a mapped key, when it is a scalar expression over exactly one multi-value column
-    /// that no function takes as a whole array.
-    fn mapped(&self, e: &SqlExpr, whole_row: &HashSet<String>) -> Option<SqlExpr> {
-        if !may_map(e) {
-            return None;
-        }
-        let mut scan = ScanKey {
-            resolver: self,
-            whole_row,
-            whole: Vec::new(),
-            refs: Vec::new(),
-            subquery: false,
-        };
-        let _ = e.visit(&mut scan);
-        let (column, written, _) = scan.refs.first()?.clone();
-        if scan.subquery || scan.refs.iter().any(|(c, _, whole)| *whole || *c != column) {
-            return None;
-        }
-        let mut body = e.clone();
-        let _ = visit_expressions_mut(&mut body, |x| {
-            if matches!(x, SqlExpr::Identifier(_) | SqlExpr::CompoundIdentifier(_))
-                && self.column(x).is_some_and(|(c, _)| c == column)
-            {
-                *x = SqlExpr::Identifier(Ident::new(VALUE_PARAM));
-            }
-            ControlFlow::<()>::Continue(())
-        });
-        Some(crate::rewrite::function_call(
-            "array_transform",
-            vec![
-                written,
-                SqlExpr::Lambda(LambdaFunction {
-                    params: OneOrManyWithParens::One(LambdaFunctionParameter {
-                        name: Ident::new(VALUE_PARAM),
-                        data_type: None,
-                    }),
-                    body: Box::new(body),
-                    syntax: LambdaSyntax::Arrow,
-                }),
-            ],
-        ))
-    }
-}
-
-/// The multi-value column references of a key: (column, as written, under a function taking
-/// whole arrays).
-struct ScanKey<'a> {
-    resolver: &'a Resolver<'a>,
-    whole_row: &'a HashSet<String>,
-    whole: Vec<bool>,
-    refs: Vec<(Column, SqlExpr, bool)>,
-    subquery: bool,
-}
-
-impl Visitor for ScanKey<'_> {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, _query: &Query) -> ControlFlow<()> {
-        self.subquery = true;
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_expr(&mut self, e: &SqlExpr) -> ControlFlow<()> {
-        let whole =
-            self.whole.last().copied().unwrap_or(false) || takes_whole_array(e, self.whole_row);
-        self.whole.push(whole);
-        if matches!(e, SqlExpr::Identifier(_) | SqlExpr::CompoundIdentifier(_))
-            && let Some((c, true)) = self.resolver.column(e)
-        {
-            self.refs.push((c, e.clone(), whole));
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_expr(&mut self, _e: &SqlExpr) -> ControlFlow<()> {
-        self.whole.pop();
-        ControlFlow::Continue(())
-    }
-}
-
-/// Phase three: the mapping applied to the `SELECT`s probed in phase one (same visiting order).
-struct ApplyMapping<'a> {
-    normalize: bool,
-    schemas: Vec<Option<DFSchemaRef>>,
-    next: usize,
-    whole_row: &'a HashSet<String>,
-}
-
-impl VisitorMut for ApplyMapping<'_> {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        let mut selects = Vec::new();
-        body_selects_mut(&mut query.body, &mut selects);
-        let mut mapped = Vec::new();
-        for select in selects {
-            let schema = self.schemas.get(self.next).cloned().flatten();
-            self.next += 1;
-            if let Some(schema) = schema {
-                mapped = self.map_select(select, &schema);
-            }
-        }
-        // ORDER BY belongs to the query; it can name the keys of a body that is one SELECT.
-        if !mapped.is_empty()
-            && matches!(query.body.as_ref(), SetExpr::Select(_))
-            && let Some(OrderBy {
-                kind: OrderByKind::Expressions(exprs),
-                ..
-            }) = &mut query.order_by
-        {
-            for o in exprs {
-                replace_keys(&mut o.expr, &mapped, self.whole_row);
-            }
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-impl ApplyMapping<'_> {
-    /// Maps the keys of `select`; returns the (original, mapped) key expressions.
-    fn map_select(&self, select: &mut Select, schema: &DFSchema) -> Vec<(SqlExpr, SqlExpr)> {
-        let resolver = Resolver {
-            schema,
-            normalize: self.normalize,
-        };
-        let mut pairs: Vec<(SqlExpr, SqlExpr)> = Vec::new();
-        for key in plain_group_keys(select) {
-            let e = key_expression(key, &select.projection, |k| resolver.column(k).is_some());
-            if pairs.iter().any(|(o, _)| o == e) {
-                continue;
-            }
-            if let Some(m) = resolver.mapped(e, self.whole_row) {
-                pairs.push((e.clone(), m));
-            }
-        }
-        if pairs.is_empty() {
-            return pairs;
-        }
-        for item in &mut select.projection {
-            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
-                replace_keys(e, &pairs, self.whole_row);
-            }
-        }
-        if let Some(h) = &mut select.having {
-            replace_keys(h, &pairs, self.whole_row);
-        }
-        if let GroupByExpr::Expressions(keys, _) = &mut select.group_by {
-            for k in keys {
-                replace_keys(k, &pairs, self.whole_row);
-            }
-        }
-        pairs
-    }
-}
-
-/// Replaces, in `e`, every occurrence of an original key expression by its mapped form, except
-/// inside aggregate and window calls and subqueries (which see whole rows).
-fn replace_keys(e: &mut SqlExpr, pairs: &[(SqlExpr, SqlExpr)], whole_row: &HashSet<String>) {
-    struct Replace<'a> {
-        pairs: &'a [(SqlExpr, SqlExpr)],
-        whole_row: &'a HashSet<String>,
-        skip: Vec<bool>,
-    }
-    impl VisitorMut for Replace<'_> {
-        type Break = ();
-
-        fn pre_visit_expr(&mut self, e: &mut SqlExpr) -> ControlFlow<()> {
-            let skip = self.skip.last().copied().unwrap_or(false);
-            if !skip && let Some((_, m)) = self.pairs.iter().find(|(o, _)| o == e) {
-                *e = m.clone();
-                self.skip.push(true);
-                return ControlFlow::Continue(());
-            }
-            let whole = match e {
-                SqlExpr::Function(f) => {
-                    f.over.is_some()
-                        || f.name
-                            .0
-                            .last()
-                            .and_then(|p| p.as_ident())
-                            .is_some_and(|i| self.whole_row.contains(&i.value.to_ascii_lowercase()))
-                }
-                SqlExpr::Subquery(_) | SqlExpr::Exists { .. } | SqlExpr::InSubquery { .. } => true,
-                _ => false,
-            };
-            self.skip.push(skip || whole);
-            ControlFlow::Continue(())
-        }
-
-        fn post_visit_expr(&mut self, _e: &mut SqlExpr) -> ControlFlow<()> {
-            self.skip.pop();
-            ControlFlow::Continue(())
-        }
-    }
-    let _ = e.visit(&mut Replace {
-        pairs,
-        whole_row,
-        skip: Vec::new(),
-    });
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-    use std::sync::Arc;
-
-    use arrow::array::{Array, AsArray, Int64Array, ListBuilder, RecordBatch, StringBuilder};
-    use arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::datasource::MemTable;
-    use datafusion::prelude::{SessionConfig, SessionContext};
-
-    fn ctx() -> SessionContext {
-        let config = SessionConfig::new()
-            .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
-        let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![Arc::new(MultiValueRule)];
-        rules.extend(datafusion::optimizer::Analyzer::new().rules);
-        let state = datafusion::execution::SessionStateBuilder::new()
-            .with_config(config)
-            .with_default_features()
-            .with_analyzer_rules(rules)
-            .build();
-        let ctx = SessionContext::new_with_state(state);
-        crate::functions::register_druid_functions(&ctx);
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("tags", dolmen_segment::multi_value_string_type(), true).with_metadata(
-                HashMap::from([(
-                    dolmen_segment::MULTI_VALUE_METADATA_KEY.to_string(),
-                    "true".to_string(),
-                )]),
-            ),
-            Field::new("n", DataType::Int64, true),
-            Field::new("dim", DataType::Utf8, true),
-        ]));
-        let mut b = ListBuilder::new(StringBuilder::new());
-        for row in [vec!["a", "b"], vec!["b", "c"], vec![], vec!["a"]] {
-            for v in row {
-                b.values().append_value(v);
-            }
-            b.append(true);
-        }
-        b.append(false);
-        let batch = RecordBatch::try_new(
-            Arc::clone(&schema),
-            vec![
-                Arc::new(b.finish()),
-                Arc::new(Int64Array::from(vec![1, 2, 3, 4, 5])),
-                Arc::new(arrow::array::StringArray::from(vec![
-                    "x", "y", "x", "y", "x",
-                ])),
-            ],
-        )
-        .unwrap();
-        ctx.register_table(
-            "t",
-            Arc::new(MemTable::try_new(schema, vec![vec![batch]]).unwrap()),
-        )
-        .unwrap();
-        ctx
-    }
-
-    /// Rows of `sql` planned by DataFusion alone, every cell cast to text (`null` for nulls).
-    async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
-        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-        text_rows(batches)
-    }
-
-    /// Rows of `sql` planned as the engine plans it ([`crate::rewrite::plan_sql`]: the AST
-    /// rewrites, [`map_multi_value_group_keys`] among them), as text.
-    async fn planned_rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
-        let df = crate::rewrite::plan_sql(ctx, sql)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        text_rows(df.collect().await.unwrap())
-    }
-
-    fn text_rows(batches: Vec<RecordBatch>) -> Vec<Vec<String>> {
-        let mut out = Vec::new();
-        for b in batches {
-            for r in 0..b.num_rows() {
-                out.push(
-                    b.columns()
-                        .iter()
-                        .map(|c| {
-                            if c.is_null(r) {
-                                "null".to_string()
-                            } else {
-                                let s = arrow::compute::cast(c, &DataType::Utf8).unwrap();
-                                s.as_string::<i32>().value(r).to_string()
-                            }
-                        })
-                        .collect(),
-                );
-            }
-        }
-        out
-    }
-
-    // Rows: n=1 [a, b] x; n=2 [b, c] y; n=3 [] x; n=4 [a] y; n=5 null x (tags, n, dim).
-
-    #[tokio::test]
-    async fn group_by_unnests_values_and_empty_rows_group_as_null() {
-        let ctx = ctx();
-        assert_eq!(
-            rows(
-                &ctx,
-                "SELECT tags, COUNT(*), SUM(n) FROM t GROUP BY tags ORDER BY tags NULLS FIRST"
-            )
-            .await,
-            vec![
-                vec!["null", "2", "8"],
-                vec!["a", "2", "5"],
-                vec!["b", "2", "3"],
-                vec!["c", "1", "2"],
-            ]
-        );
-        // A filter keeps whole rows: row 1 matches `a` and still groups under `b` too.
-        assert_eq!(
-            rows(
-                &ctx,
-                "SELECT tags, COUNT(*) FROM t WHERE tags = 'a' GROUP BY tags ORDER BY tags"
-            )
-            .await,
-            vec![vec!["a", "2"], vec!["b", "1"]]
-        );
-    }
-
-    #[tokio::test]
-    async fn several_multi_value_keys_group_by_every_combination() {
-        let ctx = ctx();
-        assert_eq!(
-            rows(
-                &ctx,
-                "SELECT tags, MV_FILTER_ONLY(tags, ARRAY['a', 'b']) AS f, COUNT(*) AS c FROM t \
-                 GROUP BY 1, 2 ORDER BY 1 NULLS FIRST, 2 NULLS FIRST"
-            )
-            .await,
-            vec![
-                vec!["null", "null", "2"],
-                vec!["a", "a", "2"],
-                vec!["a", "b", "1"],
-                vec!["b", "a", "1"],
-                vec!["b", "b", "2"],
-                vec!["c", "b", "1"],
-            ]
-        );
-    }
-
-    #[tokio::test]
-    async fn group_by_multi_value_expressions_unnests_their_values() {
-        let ctx = ctx();
-        assert_eq!(
-            rows(
-                &ctx,
-                "SELECT MV_FILTER_ONLY(tags, ARRAY['a', 'c']) AS f, COUNT(*) AS c FROM t \
-                 GROUP BY 1 ORDER BY 1 NULLS FIRST"
-            )
-            .await,
-            vec![vec!["null", "2"], vec!["a", "2"], vec!["c", "1"]]
-        );
-        assert_eq!(
-            rows(
-                &ctx,
-                "SELECT STRING_TO_MV('x,y', ','), SUM(n) FROM t GROUP BY 1 ORDER BY 1"
-            )
-            .await,
-            vec![vec!["x", "15"], vec!["y", "15"]]
-        );
-    }
-
-    #[tokio::test]
-    async fn filters_match_any_value() {
-        let ctx = ctx();
-        let ns = |sql: &'static str| {
-            let ctx = ctx.clone();
-            async move {
-                rows(&ctx, sql)
-                    .await
-                    .into_iter()
-                    .map(|r| r[0].clone())
-                    .collect::<Vec<_>>()
-            }
-        };
-        assert_eq!(
-            ns("SELECT n FROM t WHERE tags = 'b' ORDER BY n").await,
-            ["1", "2"]
-        );
-        assert_eq!(
-            ns("SELECT n FROM t WHERE 'c' = tags ORDER BY n").await,
-            ["2"]
-        );
-        assert_eq!(
-            ns("SELECT n FROM t WHERE tags <> 'a' ORDER BY n").await,
-            ["2", "3"]
-        );
-        assert_eq!(
-            ns("SELECT n FROM t WHERE tags IN ('c', 'a') ORDER BY n").await,
-            ["1", "2", "4"]
-        );
-        assert_eq!(
-            ns("SELECT n FROM t WHERE tags NOT IN ('a') ORDER BY n").await,
-            ["2", "3"]
-        );
-        assert_eq!(
-            ns("SELECT n FROM t WHERE tags IS NULL ORDER BY n").await,
-            ["3", "5"]
-        );
-        assert_eq!(
-            ns("SELECT n FROM t WHERE tags IS NOT NULL ORDER BY n").await,
-            ["1", "2", "4"]
-        );
-        // Inside a subquery too.
-        assert_eq!(
-            ns("SELECT n FROM t WHERE n IN (SELECT n FROM t WHERE tags = 'c')").await,
-            ["2"]
-        );
-    }
-
-    /// `rows` as string literals, for comparisons.
-    fn table(rows: &[&[&str]]) -> Vec<Vec<String>> {
-        rows.iter()
-            .map(|r| r.iter().map(|c| c.to_string()).collect())
-            .collect()
-    }
-
-    #[tokio::test]
-    async fn group_by_scalar_expression_maps_each_value() {
-        let ctx = ctx();
-        let expected = table(&[
-            &["null", "2", "8"],
-            &["A", "2", "5"],
-            &["B", "2", "3"],
-            &["C", "1", "2"],
-        ]);
-        // By ordinal, by the expression itself (repeated in the select list and ORDER BY) and
-        // by alias: each value of a row is upper-cased and is a group of its own; empty and null
-        // rows group as null.
-        for sql in [
-            "SELECT UPPER(tags), COUNT(*), SUM(n) FROM t GROUP BY 1 ORDER BY 1 NULLS FIRST",
-            "SELECT UPPER(tags), COUNT(*), SUM(n) FROM t GROUP BY UPPER(tags) \
-             ORDER BY UPPER(tags) NULLS FIRST",
-            "SELECT UPPER(t.tags) AS u, COUNT(*), SUM(n) FROM t GROUP BY u ORDER BY u NULLS FIRST",
-        ] {
-            assert_eq!(planned_rows(&ctx, sql).await, expected, "{sql}");
-        }
-        // Named as Calcite names it.
-        let df = crate::rewrite::plan_sql(&ctx, "SELECT UPPER(tags), COUNT(*) FROM t GROUP BY 1")
-            .await
-            .unwrap();
-        let names: Vec<&str> = df
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        assert_eq!(names, ["EXPR$0", "EXPR$1"]);
-        let batches = df.collect().await.unwrap();
-        assert_eq!(
-            batches[0].schema().field(0).data_type(),
-            &DataType::Utf8,
-            "one value per group"
-        );
-        // HAVING on the key sees single values.
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT UPPER(tags) AS u, COUNT(*) FROM t GROUP BY 1 \
-                 HAVING UPPER(tags) <> 'A' ORDER BY 1"
-            )
-            .await,
-            table(&[&["B", "2"], &["C", "1"]])
-        );
-        // A filter still matches whole rows before they are split into values.
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT UPPER(tags), COUNT(*) FROM t WHERE tags = 'a' GROUP BY 1 ORDER BY 1"
-            )
-            .await,
-            table(&[&["A", "2"], &["B", "1"]])
-        );
-    }
-
-    #[tokio::test]
-    async fn group_by_expression_with_a_literal_maps_each_value() {
-        let ctx = ctx();
-        let expected = table(&[&["null", "2"], &["a-x", "2"], &["b-x", "2"], &["c-x", "1"]]);
-        for sql in [
-            "SELECT CONCAT(tags, '-x') AS k, COUNT(*) FROM t GROUP BY CONCAT(tags, '-x') \
-             ORDER BY k NULLS FIRST",
-            // `||` is string concatenation of each value, not DataFusion's array append.
-            "SELECT tags || '-x', COUNT(*) FROM t GROUP BY 1 ORDER BY 1 NULLS FIRST",
-        ] {
-            assert_eq!(planned_rows(&ctx, sql).await, expected, "{sql}");
-        }
-        // The empty row (n=3) and the null row (n=5) are one null group, not `-x`.
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT CONCAT(tags, '-x'), SUM(n) FROM t GROUP BY 1 HAVING CONCAT(tags, '-x') \
-                 IS NULL"
-            )
-            .await,
-            table(&[&["null", "8"]])
-        );
-    }
-
-    #[tokio::test]
-    async fn group_by_mapped_expression_with_a_plain_dimension() {
-        let ctx = ctx();
-        // The expression also reads the row's plain column.
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT dim, LOWER(CONCAT(tags, dim)) AS k, COUNT(*) FROM t \
-                 GROUP BY dim, LOWER(CONCAT(tags, dim)) ORDER BY 1, 2 NULLS FIRST"
-            )
-            .await,
-            table(&[
-                &["x", "null", "2"],
-                &["x", "ax", "1"],
-                &["x", "bx", "1"],
-                &["y", "ay", "1"],
-                &["y", "by", "1"],
-                &["y", "cy", "1"],
-            ])
-        );
-        // A row with two values counts once in each of its groups; aggregates over the
-        // multi-value column itself still see the whole row.
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT dim, UPPER(tags) AS u, COUNT(*), SUM(MV_LENGTH(tags)) FROM t \
-                 GROUP BY 1, 2 ORDER BY 1, 2 NULLS FIRST"
-            )
-            .await,
-            table(&[
-                &["x", "null", "2", "0"],
-                &["x", "A", "1", "2"],
-                &["x", "B", "1", "2"],
-                &["y", "A", "1", "1"],
-                &["y", "B", "1", "2"],
-                &["y", "C", "1", "2"],
-            ])
-        );
-    }
-
-    #[tokio::test]
-    async fn multi_value_and_array_functions_take_the_whole_row() {
-        let ctx = ctx();
-        // MV_* and ARRAY_* functions take the row's array: not mapped value by value.
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT UPPER(MV_TO_STRING(tags, ',')) AS s, COUNT(*) FROM t GROUP BY 1 \
-                 ORDER BY 1 NULLS FIRST"
-            )
-            .await,
-            planned_rows(
-                &ctx,
-                "SELECT UPPER(ARRAY_TO_STRING(tags, ',')) AS s, COUNT(*) FROM t GROUP BY 1 \
-                 ORDER BY 1 NULLS FIRST"
-            )
-            .await
-        );
-        let joined = planned_rows(
-            &ctx,
-            "SELECT UPPER(MV_TO_STRING(tags, ',')) AS s, COUNT(*) FROM t GROUP BY 1 \
-             ORDER BY 1 NULLS FIRST",
-        )
-        .await;
-        assert!(
-            joined.contains(&vec!["A,B".to_string(), "1".to_string()]),
-            "{joined:?}"
-        );
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT MV_LENGTH(tags) + 1 AS l, COUNT(*) FROM t GROUP BY 1 ORDER BY 1 NULLS FIRST"
-            )
-            .await,
-            rows(
-                &ctx,
-                "SELECT MV_LENGTH(tags) + 1 AS l, COUNT(*) FROM t GROUP BY 1 ORDER BY 1 NULLS FIRST"
-            )
-            .await
-        );
-        // Next to a mapped key, MV_LENGTH still counts the whole row (a mapped MV_LENGTH would
-        // be 1 for every value).
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT UPPER(tags), MV_LENGTH(tags), COUNT(*) FROM t GROUP BY 1, 2 \
-                 ORDER BY 1 NULLS FIRST, 2 NULLS FIRST"
-            )
-            .await,
-            table(&[
-                &["null", "null", "1"],
-                &["null", "0", "1"],
-                &["A", "1", "1"],
-                &["A", "2", "1"],
-                &["B", "2", "2"],
-                &["C", "2", "1"],
-            ])
-        );
-        // A multi-value result is still unnested as a multi-value column.
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT MV_FILTER_ONLY(tags, ARRAY['a', 'c']) AS f, COUNT(*) FROM t \
-                 GROUP BY 1 ORDER BY 1 NULLS FIRST"
-            )
-            .await,
-            table(&[&["null", "2"], &["a", "2"], &["c", "1"]])
-        );
-        // The plain column, through the same path.
-        assert_eq!(
-            planned_rows(
-                &ctx,
-                "SELECT tags, COUNT(*) FROM t GROUP BY tags ORDER BY tags NULLS FIRST"
-            )
-            .await,
-            table(&[&["null", "2"], &["a", "2"], &["b", "2"], &["c", "1"]])
-        );
-    }
-}
+mod tests;

@@ -176,9 +176,9 @@ pub async fn sql_to_logical_plan(
     statement_to_logical_plan(state, stmt, opts).await
 }
 
-/// Names unaliased select items (`EXPR$n`), applies the Druid rewrites (and maps `GROUP BY`
-/// expressions over multi-value columns, [`crate::multivalue::map_multi_value_group_keys`]) and
-/// plans an already parsed statement into an (unoptimized) [`LogicalPlan`].
+/// Names unaliased select items (`EXPR$n`), applies the Druid rewrites (and maps expressions
+/// over multi-value columns, [`crate::multivalue::map_multi_value_expressions`]) and plans an
+/// already parsed statement into an (unoptimized) [`LogicalPlan`].
 ///
 /// # Errors
 /// Rewrite and planning errors.
@@ -191,7 +191,7 @@ pub async fn statement_to_logical_plan(
         crate::naming::name_unaliased_expressions(s);
     }
     rewrite_df_statement(&mut stmt, opts)?;
-    crate::multivalue::map_multi_value_group_keys(state, &mut stmt).await?;
+    crate::multivalue::map_multi_value_expressions(state, &mut stmt).await?;
     state.statement_to_plan(stmt).await
 }
 

@@ -274,6 +274,7 @@ pub(crate) fn register_druid_udfs(ctx: &SessionContext) {
         .chain(sketches::udfs())
         .chain(tuple::udfs())
         .chain([complex::decode_base64_complex(), bloom::bloom_filter_test()])
+        .chain(crate::multivalue::udfs())
     {
         ctx.register_udf(udf);
     }
