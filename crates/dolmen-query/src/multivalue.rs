@@ -76,6 +76,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
+pub mod aggregates;
 pub mod functions;
 pub mod mapping;
 
@@ -123,7 +124,45 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
             Ok(Transformed::yes(LogicalPlan::Filter(filter)))
         }
         LogicalPlan::Aggregate(a) => {
+            let keyed = unnest_multi_value_keys(a)?;
+            let arguments = rewrite_aggregate_arguments(keyed.data)?;
+            Ok(Transformed::new(
+                LogicalPlan::Aggregate(arguments.data),
+                keyed.transformed || arguments.transformed,
+                datafusion::common::tree_node::TreeNodeRecursion::Continue,
+            ))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// The aggregate expressions of `a` over multi-value columns of its input, rewritten as
+/// [`aggregates`] says (after [`unnest_multi_value_keys`], so that an unnested key is one value).
+fn rewrite_aggregate_arguments(a: Aggregate) -> Result<Transformed<Aggregate>> {
+    let schema = Arc::clone(a.input.schema());
+    let mut transformed = false;
+    let mut aggr_expr = Vec::with_capacity(a.aggr_expr.len());
+    for e in &a.aggr_expr {
+        let t = aggregates::rewrite_aggregate_argument(e.clone(), &schema)?;
+        transformed |= t.transformed;
+        aggr_expr.push(t.data);
+    }
+    if !transformed {
+        return Ok(Transformed::no(a));
+    }
+    Ok(Transformed::yes(Aggregate::try_new(
+        a.input,
+        a.group_expr,
+        aggr_expr,
+    )?))
+}
+
+/// `a` with its multi-value keys unnested below it (the `GROUP BY` rows of the module docs).
+fn unnest_multi_value_keys(a: Aggregate) -> Result<Transformed<Aggregate>> {
+    {
+        {
             let materialized = materialize_multi_value_keys(&a)?;
+            let changed = materialized.is_some();
             let a = materialized.unwrap_or(a);
             let schema = Arc::clone(a.input.schema());
             let unnest: Vec<Column> = a
@@ -136,7 +175,7 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
                 })
                 .collect();
             if unnest.is_empty() {
-                return Ok(Transformed::no(LogicalPlan::Aggregate(a)));
+                return Ok(Transformed::new_transformed(a, changed));
             }
             // Empty lists become null so that unnesting keeps the row as one null value.
             let projection: Vec<Expr> = schema
@@ -183,9 +222,8 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
                 .project(requalify)?
                 .build()?;
             let agg = Aggregate::try_new(Arc::new(input), a.group_expr, a.aggr_expr)?;
-            Ok(Transformed::yes(LogicalPlan::Aggregate(agg)))
+            Ok(Transformed::yes(agg))
         }
-        other => Ok(Transformed::no(other)),
     }
 }
 
