@@ -23,9 +23,13 @@
 //! | `WHERE mv <> x` | `NOT array_has(mv, x)` | no value matches |
 //! | `WHERE mv IN (x, y)` / `NOT IN` | `array_has_any(mv, [x, y])` / `NOT ...` | any value is in the list |
 //! | `WHERE mv IS NULL` / `IS NOT NULL` | `mv IS NULL OR cardinality(mv) = 0` / `cardinality(mv) > 0` | no values / some value |
+//! | `COUNT(DISTINCT mv)` (exact) | `__mv_count_distinct(mv)` ([`aggregates`]), under the call's name | the number of distinct non-null values of all rows |
+//! | `APPROX_COUNT_DISTINCT(mv)` (also `COUNT(DISTINCT mv)` when approximate), `APPROX_COUNT_DISTINCT_DS_HLL`/`_DS_THETA`, `DS_HLL`, `DS_THETA` | unchanged: the accumulators add each value of a list | every value is added to the sketch; null values and rows add nothing |
+//! | `MIN(mv)`, `MAX(mv)`, `EARLIEST(mv)`, `ANY_VALUE(mv)`, `STRING_AGG(mv, ..)`, `ARRAY_AGG(mv)`, any other aggregate over a bare column but `COUNT(mv)` and `ARRAY_CONCAT_AGG(mv)` | a plan error naming the call | DataFusion would aggregate whole lists ([`aggregates`] says why no mapping) |
 //! | `WHERE p(mv)`, any other predicate (`f(mv) = x`, `mv LIKE x`, `mv < x`, `mv BETWEEN ..`, `mv = mv2`, `COALESCE(mv, x) = y`, ..), also in an aggregate's `FILTER (WHERE ..)` | `array_any_match(__mv_bind(mv), v -> p(v))`, nested for several columns | any value (any combination) matches; `AND`, `OR` and `NOT` stay around the predicates, and a negated predicate (`<>`, `NOT IN`, `NOT LIKE`, `NOT BETWEEN`, `IS NOT NULL`, `IS NOT TRUE`, `IS DISTINCT FROM`, ..) is `NOT` of its positive form: no value matches |
 //!
-//! The first rows are [`MultiValueRule`]'s (the filter shapes: only in `WHERE`); the others are
+//! The first rows and the aggregate rows are [`MultiValueRule`]'s (the filter shapes: only in
+//! `WHERE`); the others are
 //! written by [`map_multi_value_expressions`] into the SQL AST, because DataFusion's SQL planner
 //! types `UPPER(mv)` against `List<Utf8>` and fails (or, for `mv || 'x'`, plans an array append)
 //! before any analyzer rule runs. [`mapping`] says which `SELECT`s it looks at and how it tells a
@@ -55,8 +59,9 @@
 //!
 //! Not covered (left as DataFusion plans them, a list or usually a type error): grouping sets
 //! (`ROLLUP`, `CUBE`, `GROUPING SETS`) over multi-value keys; join conditions; arguments of
-//! aggregate and window calls (`COUNT(DISTINCT mv)` counts distinct lists, `MAX(UPPER(mv))` is a
-//! type error); scalar functions over the result of a multi-value function
+//! window calls; scalar expressions inside aggregate calls (`MAX(UPPER(mv))` is a type error,
+//! `COUNT(DISTINCT UPPER(mv))` too); `COUNT(mv)` counts rows with a non-null list (Druid: rows
+//! with a value); scalar functions over the result of a multi-value function
 //! (`UPPER(MV_FILTER_ONLY(mv, ..))`); select items over a key that are not computed from the
 //! key's own expression (matched as written, or for a column however it is qualified); a
 //! `SELECT` whose `FROM` clause does not plan alone (lateral references). `mv <> x` and
@@ -76,6 +81,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
+pub mod aggregates;
 pub mod functions;
 pub mod mapping;
 
@@ -123,7 +129,45 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
             Ok(Transformed::yes(LogicalPlan::Filter(filter)))
         }
         LogicalPlan::Aggregate(a) => {
+            let keyed = unnest_multi_value_keys(a)?;
+            let arguments = rewrite_aggregate_arguments(keyed.data)?;
+            Ok(Transformed::new(
+                LogicalPlan::Aggregate(arguments.data),
+                keyed.transformed || arguments.transformed,
+                datafusion::common::tree_node::TreeNodeRecursion::Continue,
+            ))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// The aggregate expressions of `a` over multi-value columns of its input, rewritten as
+/// [`aggregates`] says (after [`unnest_multi_value_keys`], so that an unnested key is one value).
+fn rewrite_aggregate_arguments(a: Aggregate) -> Result<Transformed<Aggregate>> {
+    let schema = Arc::clone(a.input.schema());
+    let mut transformed = false;
+    let mut aggr_expr = Vec::with_capacity(a.aggr_expr.len());
+    for e in &a.aggr_expr {
+        let t = aggregates::rewrite_aggregate_argument(e.clone(), &schema)?;
+        transformed |= t.transformed;
+        aggr_expr.push(t.data);
+    }
+    if !transformed {
+        return Ok(Transformed::no(a));
+    }
+    Ok(Transformed::yes(Aggregate::try_new(
+        a.input,
+        a.group_expr,
+        aggr_expr,
+    )?))
+}
+
+/// `a` with its multi-value keys unnested below it (the `GROUP BY` rows of the module docs).
+fn unnest_multi_value_keys(a: Aggregate) -> Result<Transformed<Aggregate>> {
+    {
+        {
             let materialized = materialize_multi_value_keys(&a)?;
+            let changed = materialized.is_some();
             let a = materialized.unwrap_or(a);
             let schema = Arc::clone(a.input.schema());
             let unnest: Vec<Column> = a
@@ -136,7 +180,7 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
                 })
                 .collect();
             if unnest.is_empty() {
-                return Ok(Transformed::no(LogicalPlan::Aggregate(a)));
+                return Ok(Transformed::new_transformed(a, changed));
             }
             // Empty lists become null so that unnesting keeps the row as one null value.
             let projection: Vec<Expr> = schema
@@ -183,9 +227,8 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
                 .project(requalify)?
                 .build()?;
             let agg = Aggregate::try_new(Arc::new(input), a.group_expr, a.aggr_expr)?;
-            Ok(Transformed::yes(LogicalPlan::Aggregate(agg)))
+            Ok(Transformed::yes(agg))
         }
-        other => Ok(Transformed::no(other)),
     }
 }
 

@@ -952,3 +952,112 @@ async fn a_grouped_column_is_matched_however_it_is_qualified() {
         ])
     );
 }
+
+/// The error of running `sql` planned as the engine plans it (planning or the analyzer rule).
+async fn run_error(ctx: &SessionContext, sql: &str) -> String {
+    let df = crate::rewrite::plan_sql(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    match df.collect().await {
+        Ok(_) => panic!("{sql}: ran"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn distinct_counts_count_each_value() {
+    let ctx = ctx();
+    // Exact COUNT(DISTINCT): Druid groups by the column (unnesting it) and counts the non-null
+    // groups: a, b, c (null and empty rows add nothing).
+    assert_eq!(
+        planned_rows(&ctx, "SELECT COUNT(DISTINCT tags) FROM t").await,
+        table(&[&["3"]])
+    );
+    assert_eq!(
+        planned_rows(
+            &ctx,
+            "SELECT dim, COUNT(DISTINCT tags) AS c, COUNT(DISTINCT more) FILTER (WHERE n > 1), \
+             COUNT(DISTINCT dim) FROM t GROUP BY dim ORDER BY dim"
+        )
+        .await,
+        // x: [a, b], [], null / [u, v], null, [u] (n > 1: null, [u]); y: [b, c], [a] / [c, w], [].
+        table(&[&["x", "2", "1", "1"], &["y", "3", "2", "1"]])
+    );
+    // In HAVING, in an expression, through a derived table's alias.
+    assert_eq!(
+        planned_rows(
+            &ctx,
+            "SELECT COUNT(DISTINCT x) + 1 FROM (SELECT tags AS x FROM t) \
+             HAVING COUNT(DISTINCT x) > 2"
+        )
+        .await,
+        table(&[&["4"]])
+    );
+    // A grouped multi-value key is one value in its group.
+    assert_eq!(
+        planned_rows(
+            &ctx,
+            "SELECT tags, COUNT(DISTINCT tags) FROM t GROUP BY tags ORDER BY tags"
+        )
+        .await,
+        table(&[&["a", "1"], &["b", "1"], &["c", "1"], &["null", "0"]])
+    );
+    // Grouped by an expression over the column, the group's rows count all their values
+    // (Druid's cartesian grouping on UPPER(tags), tags).
+    assert_eq!(
+        planned_rows(
+            &ctx,
+            "SELECT UPPER(tags) AS u, COUNT(DISTINCT tags) FROM t GROUP BY 1 ORDER BY 1"
+        )
+        .await,
+        table(&[&["A", "2"], &["B", "3"], &["C", "2"], &["null", "0"]])
+    );
+    // Approximate (Druid's default): the cardinality aggregator and the sketches add every
+    // value, as before.
+    let approximate = crate::rewrite::RewriteOptions {
+        approximate_count_distinct: true,
+        ..Default::default()
+    };
+    let df = crate::rewrite::plan_sql_with(
+        &ctx,
+        "SELECT COUNT(DISTINCT tags), APPROX_COUNT_DISTINCT(tags), \
+         APPROX_COUNT_DISTINCT_DS_HLL(tags), APPROX_COUNT_DISTINCT_DS_THETA(tags), \
+         HLL_SKETCH_ESTIMATE(DS_HLL(tags), true), THETA_SKETCH_ESTIMATE(DS_THETA(tags)) FROM t",
+        &approximate,
+        crate::rewrite::read_only(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        text_rows(df.collect().await.unwrap()),
+        table(&[&["3", "3", "3", "3", "3.0", "3.0"]])
+    );
+}
+
+#[tokio::test]
+async fn other_aggregates_over_a_multi_value_column_are_plan_errors() {
+    let ctx = ctx();
+    for (sql, call) in [
+        ("SELECT MIN(tags) FROM t", "MIN(tags)"),
+        ("SELECT dim, MAX(tags) FROM t GROUP BY dim", "MAX(tags)"),
+        ("SELECT ANY_VALUE(tags) FROM t", "ANY_VALUE(tags)"),
+        ("SELECT STRING_AGG(tags, ',') FROM t", "STRING_AGG(tags)"),
+        ("SELECT ARRAY_AGG(more) FROM t", "ARRAY_AGG(more)"),
+        ("SELECT COUNT(DISTINCT tags, dim) FROM t", "COUNT(tags)"),
+    ] {
+        let e = run_error(&ctx, sql).await;
+        assert!(
+            e.contains(&format!("{call}: aggregating a multi-value column")),
+            "{sql}: {e}"
+        );
+    }
+    // Aggregates over a value computed from the whole row, and those taking whole rows, plan.
+    assert_eq!(
+        planned_rows(
+            &ctx,
+            "SELECT MAX(MV_LENGTH(tags)), COUNT(tags), ARRAY_CONCAT_AGG(tags) FROM t"
+        )
+        .await,
+        table(&[&["2", "4", "[a, b, b, c, a]"]])
+    );
+}

@@ -660,6 +660,45 @@ fn multi_value_expressions_map_each_value_like_druid() {
             .contains("is applied to each value of a multi-value column"),
         "{body}"
     );
+    // Distinct counts count each value (a, b, c; u, v, c, w), approximate (Druid's default:
+    // the cardinality aggregator) or exact, and so do the sketch aggregates.
+    assert_eq!(
+        server.sql(
+            "SELECT COUNT(DISTINCT tags) AS a, APPROX_COUNT_DISTINCT_DS_HLL(more) AS h, \
+             APPROX_COUNT_DISTINCT_DS_THETA(tags) AS t FROM mv2"
+        ),
+        [json!({"a": 3, "h": 4, "t": 3})]
+    );
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({
+            "query": "SELECT page, COUNT(DISTINCT tags) AS a, COUNT(DISTINCT more) AS m \
+                      FROM mv2 GROUP BY ROLLUP(page) ORDER BY page NULLS FIRST LIMIT 2",
+            "context": {"useApproximateCountDistinct": false},
+        }),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body,
+        json!([{"page": null, "a": 3, "m": 4}, {"page": "p1", "a": 2, "m": 2}])
+    );
+    // Other aggregates would see whole rows, which Druid never does: a plan error naming the
+    // call.
+    for (sql, call) in [
+        ("SELECT MAX(tags) AS m FROM mv2", "MAX(tags)"),
+        ("SELECT EARLIEST(tags) AS m FROM mv2", "FIRST_VALUE(tags)"),
+        ("SELECT ARRAY_AGG(tags) AS m FROM mv2", "ARRAY_AGG(tags)"),
+    ] {
+        let (code, body) = server.post_json("/druid/v2/sql", &json!({"query": sql}));
+        assert_eq!(code, 400, "{sql}: {body}");
+        assert!(
+            body["errorMessage"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("{call}: aggregating a multi-value column")),
+            "{sql}: {body}"
+        );
+    }
 }
 
 #[test]
