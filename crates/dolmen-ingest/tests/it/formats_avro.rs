@@ -3,17 +3,14 @@
 //! segment files (Druid's `docs/ingestion/data-formats.md#avro-ocf`).
 
 use std::path::Path;
-use std::sync::Arc;
 
 use apache_avro::types::{Record, Value as Avro};
 use apache_avro::{Codec, Schema, Writer};
-use dolmen_ingest::input::{InputEntity, InputFormat};
-use dolmen_ingest::{IndexTaskEnv, IndexTaskSpec, IngestError, RowStats, run_index_task};
-use dolmen_metadata::{MetadataStore, SqlMetadataStore};
-use dolmen_segment::{DataSegment, LoadSpec};
-use dolmen_storage::DeepStorage;
+use dolmen_ingest::IngestError;
+use dolmen_segment::DataSegment;
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
+
+use crate::support;
 
 const SCHEMA: &str = r#"{
     "type": "record", "name": "Edit", "namespace": "wiki",
@@ -71,12 +68,7 @@ async fn ingest(
     input_format: Value,
 ) -> Result<(Vec<DataSegment>, Vec<Map<String, Value>>), IngestError> {
     let dir = tempfile::tempdir().unwrap();
-    let metadata: Arc<dyn MetadataStore> = Arc::new(
-        SqlMetadataStore::open_sqlite(&dir.path().join("metadata.db"))
-            .await
-            .unwrap(),
-    );
-    let spec = IndexTaskSpec::from_json(&json!({
+    let spec = json!({
         "type": "index_parallel",
         "spec": {
             "dataSchema": {
@@ -96,30 +88,10 @@ async fn ingest(
             },
             "tuningConfig": {"type": "index_parallel"}
         }
-    }))?;
-    let env = IndexTaskEnv {
-        task_id: "avro-task".into(),
-        work_dir: dir.path().join("work"),
-        deep: DeepStorage::local(&dir.path().join("deep")).unwrap(),
-        metadata,
-        cancel: CancellationToken::new(),
-        stats: Arc::new(RowStats::new()),
-        lock_version: "2030-01-01T00:00:00.000Z".into(),
-    };
-    let segs = run_index_task(&env, &spec).await?;
-    let mut rows = Vec::new();
-    for s in &segs {
-        let LoadSpec::Local { path } = &s.load_spec else {
-            panic!("local load spec")
-        };
-        let format: InputFormat = serde_json::from_value(json!({"type": "parquet"})).unwrap();
-        rows.extend(
-            format
-                .reader(&InputEntity::File(Path::new(path).to_path_buf()))
-                .unwrap()
-                .map(Result::unwrap),
-        );
-    }
+    });
+    let (result, _) = support::run_task(dir.path(), "avro-task", &spec).await;
+    let segs = result?;
+    let mut rows = support::segment_rows(&segs);
     rows.sort_by_key(|r| Value::Object(r.clone()).to_string());
     Ok((segs, rows))
 }

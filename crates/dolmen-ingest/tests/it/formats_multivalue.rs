@@ -6,15 +6,11 @@
 //! aggregators).
 
 use std::path::Path;
-use std::sync::Arc;
 
-use dolmen_ingest::input::{InputEntity, InputFormat};
-use dolmen_ingest::{IndexTaskEnv, IndexTaskSpec, RowStats, run_index_task};
-use dolmen_metadata::{MetadataStore, SqlMetadataStore};
 use dolmen_segment::{ColumnType, DataSegment, LoadSpec};
-use dolmen_storage::DeepStorage;
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
+
+use crate::support;
 
 /// Runs one task; returns the published segments and every row of their files, sorted by
 /// `__time` then by the row's JSON text.
@@ -25,36 +21,9 @@ async fn ingest(spec: Value) -> (Vec<DataSegment>, Vec<Map<String, Value>>) {
 
 /// [`ingest`] with its metadata store and deep storage under `dir`.
 async fn ingest_in(dir: &Path, spec: Value) -> (Vec<DataSegment>, Vec<Map<String, Value>>) {
-    let metadata: Arc<dyn MetadataStore> = Arc::new(
-        SqlMetadataStore::open_sqlite(&dir.join("metadata.db"))
-            .await
-            .unwrap(),
-    );
-    let env = IndexTaskEnv {
-        task_id: "mv-task".into(),
-        work_dir: dir.join("work"),
-        deep: DeepStorage::local(&dir.join("deep")).unwrap(),
-        metadata,
-        cancel: CancellationToken::new(),
-        stats: Arc::new(RowStats::new()),
-        lock_version: "2030-01-01T00:00:00.000Z".into(),
-    };
-    let segs = run_index_task(&env, &IndexTaskSpec::from_json(&spec).unwrap())
-        .await
-        .unwrap();
-    let mut rows = Vec::new();
-    for s in &segs {
-        let LoadSpec::Local { path } = &s.load_spec else {
-            panic!("local load spec")
-        };
-        let format: InputFormat = serde_json::from_value(json!({"type": "parquet"})).unwrap();
-        rows.extend(
-            format
-                .reader(&InputEntity::File(Path::new(path).to_path_buf()))
-                .unwrap()
-                .map(Result::unwrap),
-        );
-    }
+    let (result, _) = support::run_task(dir, "mv-task", &spec).await;
+    let segs = result.unwrap();
+    let mut rows = support::segment_rows(&segs);
     rows.sort_by_key(|r| (r["__time"].as_i64(), Value::Object(r.clone()).to_string()));
     (segs, rows)
 }

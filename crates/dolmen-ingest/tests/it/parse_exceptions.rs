@@ -9,23 +9,17 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use dolmen_ingest::{IndexTaskEnv, IndexTaskSpec, IngestError, RowStats, run_index_task};
-use dolmen_metadata::{MetadataStore, SqlMetadataStore};
-use dolmen_storage::DeepStorage;
+use dolmen_ingest::IngestError;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+
+use crate::support;
 
 /// Runs a task over inline `data` with `tuning`; returns the outcome and the task report.
 async fn run(data: &str, tuning: Value) -> (Result<u64, IngestError>, Value) {
     let dir = tempfile::tempdir().unwrap();
-    let metadata: Arc<dyn MetadataStore> = Arc::new(
-        SqlMetadataStore::open_sqlite(&dir.path().join("metadata.db"))
-            .await
-            .unwrap(),
-    );
     let mut tuning = tuning;
     tuning["type"] = json!("index_parallel");
-    let spec = IndexTaskSpec::from_json(&json!({
+    let spec = json!({
         "type": "index_parallel",
         "spec": {
             "dataSchema": {
@@ -42,22 +36,11 @@ async fn run(data: &str, tuning: Value) -> (Result<u64, IngestError>, Value) {
             },
             "tuningConfig": tuning
         }
-    }))
-    .unwrap();
-    let env = IndexTaskEnv {
-        task_id: "pe-task".into(),
-        work_dir: dir.path().join("work"),
-        deep: DeepStorage::local(&dir.path().join("deep")).unwrap(),
-        metadata,
-        cancel: CancellationToken::new(),
-        stats: Arc::new(RowStats::new()),
-        lock_version: "2030-01-01T00:00:00.000Z".into(),
-    };
-    let result = run_index_task(&env, &spec)
-        .await
-        .map(|segs| segs.iter().map(|s| s.num_rows).sum());
+    });
+    let (result, stats) = support::run_task(dir.path(), "pe-task", &spec).await;
+    let result = result.map(|segs| segs.iter().map(|s| s.num_rows).sum());
     let msg = result.as_ref().err().map(ToString::to_string);
-    let report = env.stats.report("pe-task", msg.as_deref());
+    let report = stats.report("pe-task", msg.as_deref());
     (result, report)
 }
 

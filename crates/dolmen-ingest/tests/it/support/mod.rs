@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
+use dolmen_ingest::input::{InputEntity, InputFormat};
 use dolmen_ingest::{IndexTaskEnv, IndexTaskSpec, IngestError, RowStats, run_index_task};
 use dolmen_metadata::{MetadataStore, SqlMetadataStore};
 use dolmen_segment::{DataSegment, LoadSpec};
@@ -42,6 +43,26 @@ pub async fn run_task(
         Err(e) => Err(e),
     };
     (result, stats)
+}
+
+/// Every row of the published segments' files, as JSON objects (read with Dolmen's own
+/// `parquet` input format), in file order.
+pub fn segment_rows(segments: &[DataSegment]) -> Vec<serde_json::Map<String, Value>> {
+    let format: InputFormat =
+        serde_json::from_value(serde_json::json!({"type": "parquet"})).unwrap();
+    let mut rows = Vec::new();
+    for s in segments {
+        let LoadSpec::Local { path } = &s.load_spec else {
+            panic!("local load spec")
+        };
+        rows.extend(
+            format
+                .reader(&InputEntity::File(Path::new(path).to_path_buf()))
+                .unwrap()
+                .map(Result::unwrap),
+        );
+    }
+    rows
 }
 
 /// Every record batch of a published segment's file.
