@@ -412,6 +412,11 @@ impl TableProvider for DatasourceTable {
                 total_byte_size: Precision::Exact(usize::try_from(s.size).unwrap_or(usize::MAX)),
                 column_statistics: Statistics::unknown_column(&self.schema),
             };
+            // The local object store reads a relative path as rooted at `/`; a segment cache
+            // under a relative data directory (`dolmen server` defaults to `./var`) needs the
+            // absolute form.
+            let path =
+                std::path::absolute(path).map_err(|e| DataFusionError::External(Box::new(e)))?;
             let mut file = PartitionedFile::new(path.to_string_lossy().to_string(), s.size);
             // The reader's type hints: the file's own schema, so reading is the same as
             // without; its metadata marks the file as a segment file for crate::dictionary.
