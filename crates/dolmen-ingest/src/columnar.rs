@@ -8,7 +8,7 @@
 //! Dolmen's own part is the Druid semantics: the timestamp spec, the value conversions of Druid's
 //! dimension handlers, `queryGranularity` bucketing, `granularitySpec.intervals`, the time-chunk
 //! partitioning and the segment layout. Those are DataFusion scalar functions defined below
-//! ([`IngestTimeUdf`], [`ConvertUdf`], [`BucketUdf`]) that call the same code the row path uses.
+//! (`IngestTimeUdf`, `ConvertUdf`, `BucketUdf`) that call the same code the row path uses.
 //!
 //! # The plan
 //! ```text
@@ -22,7 +22,7 @@
 //! ```
 //! Memory is bounded by the memory pool (`tuningConfig.maxBytesInMemory`, default a sixth of
 //! physical memory, Druid's rule of a sixth of the heap); sort and aggregation spill beyond it.
-//! The pool is [`crate::memory_pool`]'s fair pool that lends idle shares, because time chunks
+//! The pool is `crate::memory_pool`'s fair pool that lends idle shares, because time chunks
 //! hash to sort streams unevenly.
 //!
 //! # When it applies, and the fallback
@@ -712,7 +712,7 @@ async fn run(
 }
 
 /// `config` set up for a segment build on `threads` threads within `memory_bytes`: target
-/// partitions, large batches ([`batch_rows`]), file scans split by range, sort runs and merge
+/// partitions, large batches (`batch_rows`), file scans split by range, sort runs and merge
 /// reservations sized to the budget.
 pub fn tune_build_config(
     config: SessionConfig,
@@ -739,7 +739,7 @@ pub fn tune_build_config(
     config
 }
 
-/// The runtime of a segment build: [`LendingFairPool`] of `memory_bytes` (fair shares, so one
+/// The runtime of a segment build: `LendingFairPool` of `memory_bytes` (fair shares, so one
 /// sort partition cannot take the memory another needs for its first batch, with idle shares
 /// lent out because chunks hash to partitions unevenly) and spill files under `dir`.
 ///

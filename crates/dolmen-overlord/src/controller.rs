@@ -7,7 +7,7 @@
 //! writing result pages or segments) belongs to the query layer, which plugs in through
 //! [`ControllerRunner`] (the overlord sits below the SQL engine and cannot call it directly).
 //!
-//! Locks follow the statement's destination ([`ControllerSpec::destination`], the shape of
+//! Locks follow the statement's destination (`ControllerSpec::destination`, the shape of
 //! Druid's `MSQDestination`): `REPLACE` holds EXCLUSIVE locks on its `replaceTimeChunks` (all
 //! time for `OVERWRITE ALL`), `INSERT` an APPEND lock on all time (it may write any chunk),
 //! a `SELECT` none.

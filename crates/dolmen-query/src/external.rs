@@ -19,7 +19,7 @@
 //! entities (at most one per core); dropping the stream (a cancelled query) stops the readers.
 //! As in Druid's multi-stage engine (`maxParseExceptions` 0 by default), a row that cannot be
 //! parsed fails the query, naming the input. Local NDJSON, CSV/TSV and Parquet files take a
-//! vectorized path with the same conversions ([`crate::extern_files`]).
+//! vectorized path with the same conversions (`crate::extern_files`).
 
 use std::fmt;
 use std::sync::Arc;

@@ -24,7 +24,7 @@
 //! ([`crate::external::rewrite_extern`]).
 //!
 //! Two SQL-standard argument forms Druid (Calcite) takes but DataFusion's parser does not are
-//! rewritten on tokens too ([`rewrite_standard_forms`]): `JSON_OBJECT(KEY k VALUE v, ...)`
+//! rewritten on tokens too (`rewrite_standard_forms`): `JSON_OBJECT(KEY k VALUE v, ...)`
 //! (also `k VALUE v` and `k: v`) becomes `JSON_OBJECT(k, v, ...)` (blanked in place), and `POSITION(a IN b FROM n)` becomes
 //! the same search on `SUBSTR(b, GREATEST(n, 1))` (`''` past the end), shifted back (0 when not found; Druid's
 //! `strpos(b, a, n - 1) + 1`, where a start before 1 searches from the beginning).

@@ -152,7 +152,7 @@ pub fn open_range(
 const JSON_DECODE_ROWS: usize = 8192;
 
 /// Decodes one byte range, calling `send` per batch of at most `batch_rows` rows (NDJSON: at
-/// most [`JSON_DECODE_ROWS`]); stops when `send` returns false.
+/// most `JSON_DECODE_ROWS` (8,192)); stops when `send` returns false.
 ///
 /// # Errors
 /// I/O and decode errors.

@@ -23,7 +23,7 @@
 //! `assumeRoleArn` and `proxyConfig` are not supported and rejected.
 //!
 //! Objects are streamed: the async `object_store` stream is bridged to a blocking reader on
-//! the reading thread (see [`super::context`]).
+//! the reading thread (see `super::context`).
 
 use std::collections::HashMap;
 use std::io::{self, Read};

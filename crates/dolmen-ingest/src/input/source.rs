@@ -170,7 +170,7 @@ impl InputSource {
     /// Lists the entities to read, in order: `local` sorted by path, `http` and `s3` `uris` /
     /// `objects` in spec order (prefix listings sorted by key), `druid` segments in time order,
     /// `combining` delegate after delegate. Runs on a thread that may block (see
-    /// [`super::context`]).
+    /// `super::context`).
     ///
     /// # Errors
     /// An invalid spec, missing files, or a failed listing.

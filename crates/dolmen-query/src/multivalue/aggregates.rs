@@ -3,7 +3,7 @@
 //! Druid's aggregators over a multi-value string dimension see each value of a row:
 //! - `COUNT(DISTINCT mv)` counts the distinct values. Exact (`useApproximateCountDistinct`
 //!   false), Druid plans it as a grouping on `mv` (which unnests it) and counts the non-null
-//!   groups; Dolmen runs it as [`MV_COUNT_DISTINCT`], an exact count of the distinct non-null
+//!   groups; Dolmen runs it as `__mv_count_distinct`, an exact count of the distinct non-null
 //!   values of the lists. Approximate, it is `APPROX_COUNT_DISTINCT` (Druid's `cardinality`
 //!   aggregator, whose `StringCardinalityAggregatorColumnSelectorStrategy` hashes every value of
 //!   the row and skips nulls), which already adds each value of a list, as do the sketch
