@@ -4,9 +4,10 @@
 //!
 //! Start-up order: data directories, metadata store (migrations), deep storage and segment
 //! cache, timelines from the metadata store, overlord (recovers interrupted tasks), lookups
-//! (the stored configuration, every table loaded), query engine, HTTP listener. Shutdown order is the reverse of need: stop accepting HTTP requests,
-//! stop the overlord (running tasks are cancelled and recorded FAILED; publishing is atomic, so
-//! nothing is half-published), then close the metadata store.
+//! (the stored configuration, every table loaded), query engine, HTTP listener. Shutdown order
+//! is the reverse of need: stop accepting HTTP requests, stop the overlord (running tasks are
+//! cancelled and recorded FAILED; publishing is atomic, so nothing is half-published), then
+//! close the metadata store.
 
 pub mod config;
 pub mod quickstart;
