@@ -320,9 +320,7 @@ impl Mapper<'_> {
         let mut v = Lift {
             mapper: self,
             uses: Uses::default(),
-            stops: Vec::new(),
-            stopped: 0,
-            queries: 0,
+            scope: Scope::default(),
         };
         match VisitMut::visit(e, &mut v) {
             ControlFlow::Break(err) => Err(err),
@@ -394,9 +392,7 @@ impl Mapper<'_> {
             mapper: self,
             uses,
             params: &params,
-            stops: Vec::new(),
-            stopped: 0,
-            queries: 0,
+            scope: Scope::default(),
         };
         let _ = VisitMut::visit(&mut body, &mut v);
         (body, params)
@@ -789,26 +785,24 @@ impl Mapper<'_> {
         struct Replace<'m, 'a> {
             mapper: &'m Mapper<'a>,
             pairs: &'m [(SqlExpr, SqlExpr)],
-            stops: Vec<bool>,
-            stopped: usize,
-            queries: usize,
+            scope: Scope,
         }
         impl VisitorMut for Replace<'_, '_> {
             type Break = ();
 
             fn pre_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
-                self.queries += 1;
+                self.scope.queries += 1;
                 ControlFlow::Continue(())
             }
 
             fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
-                self.queries -= 1;
+                self.scope.queries -= 1;
                 ControlFlow::Continue(())
             }
 
             fn pre_visit_expr(&mut self, e: &mut SqlExpr) -> ControlFlow<()> {
-                if self.stopped > 0 || self.queries > 0 {
-                    self.stops.push(false);
+                if !self.scope.open() {
+                    self.scope.push(false);
                     return ControlFlow::Continue(());
                 }
                 let stop = if let Some((_, r)) =
@@ -820,15 +814,12 @@ impl Mapper<'_> {
                     matches!(e, SqlExpr::Function(f) if self.mapper.functions.is_opaque(f))
                         || is_opaque_form(e)
                 };
-                self.stops.push(stop);
-                self.stopped += usize::from(stop);
+                self.scope.push(stop);
                 ControlFlow::Continue(())
             }
 
             fn post_visit_expr(&mut self, _e: &mut SqlExpr) -> ControlFlow<()> {
-                if self.stops.pop() == Some(true) {
-                    self.stopped -= 1;
-                }
+                self.scope.pop();
                 ControlFlow::Continue(())
             }
         }
@@ -837,9 +828,7 @@ impl Mapper<'_> {
             &mut Replace {
                 mapper: self,
                 pairs,
-                stops: Vec::new(),
-                stopped: 0,
-                queries: 0,
+                scope: Scope::default(),
             },
         );
     }
@@ -863,28 +852,24 @@ impl Mapper<'_> {
         struct Reads<'m, 'a> {
             mapper: &'m Mapper<'a>,
             column: &'m Column,
-            stops: Vec<bool>,
-            stopped: usize,
-            queries: usize,
+            scope: Scope,
         }
         impl Visitor for Reads<'_, '_> {
             type Break = ();
             fn pre_visit_query(&mut self, _q: &Query) -> ControlFlow<()> {
-                self.queries += 1;
+                self.scope.queries += 1;
                 ControlFlow::Continue(())
             }
             fn post_visit_query(&mut self, _q: &Query) -> ControlFlow<()> {
-                self.queries -= 1;
+                self.scope.queries -= 1;
                 ControlFlow::Continue(())
             }
             fn pre_visit_expr(&mut self, e: &SqlExpr) -> ControlFlow<()> {
-                let stop = self.stopped == 0
+                let stop = self.scope.stopped == 0
                     && (matches!(e, SqlExpr::Function(f) if self.mapper.functions.is_opaque(f))
                         || is_opaque_form(e));
-                self.stops.push(stop);
-                self.stopped += usize::from(stop);
-                if self.stopped == 0
-                    && self.queries == 0
+                self.scope.push(stop);
+                if self.scope.open()
                     && self.mapper.columns.multi_value(e).as_ref() == Some(self.column)
                 {
                     return ControlFlow::Break(());
@@ -892,18 +877,14 @@ impl Mapper<'_> {
                 ControlFlow::Continue(())
             }
             fn post_visit_expr(&mut self, _e: &SqlExpr) -> ControlFlow<()> {
-                if self.stops.pop() == Some(true) {
-                    self.stopped -= 1;
-                }
+                self.scope.pop();
                 ControlFlow::Continue(())
             }
         }
         e.visit(&mut Reads {
             mapper: self,
             column: c,
-            stops: Vec::new(),
-            stopped: 0,
-            queries: 0,
+            scope: Scope::default(),
         })
         .is_break()
     }
@@ -1042,11 +1023,11 @@ fn column_alias(e: &SqlExpr) -> Option<Ident> {
     }
 }
 
-/// The lifting walk of [`Mapper::lift`]: records by-value uses, lifts the arguments of
-/// functions taking whole arrays, and does not look into opaque calls, forms and subqueries.
-struct Lift<'m, 'a> {
-    mapper: &'m Mapper<'a>,
-    uses: Uses,
+/// Where a walk over an expression is: which nodes on the current path stopped it (calls and
+/// forms that take whole rows or arrays, whose insides the walk leaves alone), and how deep it is
+/// in subqueries. Shared by the walks of this module.
+#[derive(Debug, Default)]
+struct Scope {
     /// Per visited node: whether it stopped the walk below it.
     stops: Vec<bool>,
     /// How many nodes on the current path stopped the walk.
@@ -1055,25 +1036,53 @@ struct Lift<'m, 'a> {
     queries: usize,
 }
 
+impl Scope {
+    /// Neither below a stopping node nor inside a subquery.
+    fn open(&self) -> bool {
+        self.stopped == 0 && self.queries == 0
+    }
+
+    /// Entering a node; `stop` if the walk below it is closed.
+    fn push(&mut self, stop: bool) {
+        self.stops.push(stop);
+        self.stopped += usize::from(stop);
+    }
+
+    /// Leaving the node last entered.
+    fn pop(&mut self) {
+        if self.stops.pop() == Some(true) {
+            self.stopped -= 1;
+        }
+    }
+}
+
+/// The lifting walk of [`Mapper::lift`]: records by-value uses, lifts the arguments of
+/// functions taking whole arrays, and does not look into opaque calls, forms and subqueries.
+struct Lift<'m, 'a> {
+    mapper: &'m Mapper<'a>,
+    uses: Uses,
+    scope: Scope,
+}
+
 impl VisitorMut for Lift<'_, '_> {
     type Break = DataFusionError;
 
     fn pre_visit_query(&mut self, _q: &mut Query) -> ControlFlow<DataFusionError> {
-        self.queries += 1;
-        if self.stopped == 0 {
+        self.scope.queries += 1;
+        if self.scope.stopped == 0 {
             self.uses.subquery = true;
         }
         ControlFlow::Continue(())
     }
 
     fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<DataFusionError> {
-        self.queries -= 1;
+        self.scope.queries -= 1;
         ControlFlow::Continue(())
     }
 
     fn pre_visit_expr(&mut self, e: &mut SqlExpr) -> ControlFlow<DataFusionError> {
-        if self.stopped > 0 || self.queries > 0 {
-            self.stops.push(false);
+        if !self.scope.open() {
+            self.scope.push(false);
             return ControlFlow::Continue(());
         }
         let stop = match e {
@@ -1093,15 +1102,12 @@ impl VisitorMut for Lift<'_, '_> {
             }
             other => is_opaque_form(other),
         };
-        self.stops.push(stop);
-        self.stopped += usize::from(stop);
+        self.scope.push(stop);
         ControlFlow::Continue(())
     }
 
     fn post_visit_expr(&mut self, _e: &mut SqlExpr) -> ControlFlow<DataFusionError> {
-        if self.stops.pop() == Some(true) {
-            self.stopped -= 1;
-        }
+        self.scope.pop();
         ControlFlow::Continue(())
     }
 }
@@ -1112,27 +1118,25 @@ struct Substitute<'m, 'a> {
     mapper: &'m Mapper<'a>,
     uses: &'m Uses,
     params: &'m [String],
-    stops: Vec<bool>,
-    stopped: usize,
-    queries: usize,
+    scope: Scope,
 }
 
 impl VisitorMut for Substitute<'_, '_> {
     type Break = ();
 
     fn pre_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
-        self.queries += 1;
+        self.scope.queries += 1;
         ControlFlow::Continue(())
     }
 
     fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
-        self.queries -= 1;
+        self.scope.queries -= 1;
         ControlFlow::Continue(())
     }
 
     fn pre_visit_expr(&mut self, e: &mut SqlExpr) -> ControlFlow<()> {
-        if self.stopped > 0 || self.queries > 0 {
-            self.stops.push(false);
+        if !self.scope.open() {
+            self.scope.push(false);
             return ControlFlow::Continue(());
         }
         let stop = match e {
@@ -1147,15 +1151,12 @@ impl VisitorMut for Substitute<'_, '_> {
             SqlExpr::Function(f) => self.mapper.functions.is_opaque(f),
             other => is_opaque_form(other),
         };
-        self.stops.push(stop);
-        self.stopped += usize::from(stop);
+        self.scope.push(stop);
         ControlFlow::Continue(())
     }
 
     fn post_visit_expr(&mut self, _e: &mut SqlExpr) -> ControlFlow<()> {
-        if self.stops.pop() == Some(true) {
-            self.stopped -= 1;
-        }
+        self.scope.pop();
         ControlFlow::Continue(())
     }
 }
