@@ -9,11 +9,13 @@ use std::sync::atomic::Ordering;
 
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use dolmen_ingest::{IndexTaskEnv, IndexTaskSpec, IngestError, RowStats, run_index_task};
-use dolmen_metadata::{MetadataStore, SqlMetadataStore};
+use dolmen_metadata::MetadataStore;
 use dolmen_segment::{DataSegment, LoadSpec};
 use dolmen_storage::DeepStorage;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+use crate::support;
 
 struct Env {
     dir: tempfile::TempDir,
@@ -39,12 +41,7 @@ struct Output {
 impl Env {
     async fn new() -> Env {
         let dir = tempfile::tempdir().unwrap();
-        let metadata: Arc<dyn MetadataStore> = Arc::new(
-            SqlMetadataStore::open_sqlite(&dir.path().join("metadata.db"))
-                .await
-                .unwrap(),
-        );
-        let deep = DeepStorage::local(&dir.path().join("deep")).unwrap();
+        let (metadata, deep) = support::open_stores(dir.path()).await;
         Env {
             dir,
             metadata,

@@ -20,11 +20,13 @@ use dolmen_ingest::input::{
     open_rows, set_input_source_config,
 };
 use dolmen_ingest::{IndexTaskEnv, IndexTaskSpec, IngestError, RowStats, run_index_task};
-use dolmen_metadata::{MetadataStore, SqlMetadataStore};
+use dolmen_metadata::MetadataStore;
 use dolmen_segment::{DataSegment, LoadSpec, Timeline};
 use dolmen_storage::DeepStorage;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+
+use crate::support;
 
 const DATA: &str = r#"{"ts": "2024-01-01T01:00:00Z", "page": "a", "country": "US", "added": 1}
 {"ts": "2024-01-01T02:00:00Z", "page": "b", "country": "FR", "added": 2}
@@ -56,12 +58,7 @@ impl Env {
     async fn new() -> Env {
         configure();
         let dir = tempfile::tempdir().unwrap();
-        let metadata: Arc<dyn MetadataStore> = Arc::new(
-            SqlMetadataStore::open_sqlite(&dir.path().join("metadata.db"))
-                .await
-                .unwrap(),
-        );
-        let deep = DeepStorage::local(&dir.path().join("deep")).unwrap();
+        let (metadata, deep) = support::open_stores(dir.path()).await;
         Env {
             dir,
             metadata,

@@ -16,6 +16,16 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+/// A SQLite metadata store (`dir/metadata.db`) and local deep storage (`dir/deep`).
+pub async fn open_stores(dir: &Path) -> (Arc<dyn MetadataStore>, DeepStorage) {
+    let metadata: Arc<dyn MetadataStore> = Arc::new(
+        SqlMetadataStore::open_sqlite(&dir.join("metadata.db"))
+            .await
+            .unwrap(),
+    );
+    (metadata, DeepStorage::local(&dir.join("deep")).unwrap())
+}
+
 /// Runs the task `spec` with its metadata store, work dir and deep storage under `dir`;
 /// returns the published segments (or the task's error) and its row counters.
 pub async fn run_task(
@@ -23,16 +33,12 @@ pub async fn run_task(
     task_id: &str,
     spec: &Value,
 ) -> (Result<Vec<DataSegment>, IngestError>, Arc<RowStats>) {
-    let metadata: Arc<dyn MetadataStore> = Arc::new(
-        SqlMetadataStore::open_sqlite(&dir.join("metadata.db"))
-            .await
-            .unwrap(),
-    );
+    let (metadata, deep) = open_stores(dir).await;
     let stats = Arc::new(RowStats::new());
     let env = IndexTaskEnv {
         task_id: task_id.into(),
         work_dir: dir.join("work").join(task_id),
-        deep: DeepStorage::local(&dir.join("deep")).unwrap(),
+        deep,
         metadata,
         cancel: CancellationToken::new(),
         stats: Arc::clone(&stats),
