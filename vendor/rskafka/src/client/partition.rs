@@ -11,9 +11,9 @@ use crate::{
         messages::{
             DeleteRecordsRequest, DeleteRecordsResponse, DeleteRequestPartition,
             DeleteRequestTopic, DeleteResponsePartition, FetchRequest, FetchRequestPartition,
-            FetchRequestTopic, FetchResponse, FetchResponsePartition, IsolationLevel,
-            ListOffsetsRequest, ListOffsetsRequestPartition, ListOffsetsRequestTopic,
-            ListOffsetsResponse, ListOffsetsResponsePartition, NORMAL_CONSUMER, ProduceRequest,
+            FetchRequestTopic, FetchResponse, FetchResponsePartition, ListOffsetsRequest,
+            ListOffsetsRequestPartition, ListOffsetsRequestTopic, ListOffsetsResponse,
+            ListOffsetsResponsePartition, NORMAL_CONSUMER, ProduceRequest,
             ProduceRequestPartitionData, ProduceRequestTopicData, ProduceResponse,
         },
         primitives::*,
@@ -32,6 +32,36 @@ use tokio::sync::Mutex;
 use tracing::{debug, error, info};
 
 use super::{error::ServerErrorResponse, metadata_cache::MetadataCacheGeneration};
+
+/// Which records of transactional producers a fetch returns and which end offset a listing
+/// reports (Kafka's `isolation.level`, KIP-98).
+///
+/// - [`ReadCommitted`](IsolationLevel::ReadCommitted): fetches stop at the last stable offset
+///   (LSO) and leave out the records of aborted transactions; [`OffsetAt::Latest`] is the LSO.
+/// - [`ReadUncommitted`](IsolationLevel::ReadUncommitted): every record up to the high
+///   watermark; [`OffsetAt::Latest`] is the high watermark.
+///
+/// (Dolmen patch: see `DOLMEN-PATCH.md`.)
+pub use crate::protocol::messages::IsolationLevel;
+
+/// The outcome of [`PartitionClient::fetch_records_with_isolation`].
+///
+/// (Dolmen patch: see `DOLMEN-PATCH.md`.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedRecords {
+    /// The data records at or after the requested offset, in offset order. Under
+    /// [`IsolationLevel::ReadCommitted`] the records of aborted transactions are left out;
+    /// control records (transaction markers) are never returned.
+    pub records: Vec<RecordAndOffset>,
+    /// The offset to fetch next: one past the last offset of every batch the response held,
+    /// including control batches and aborted batches that returned no record, or the requested
+    /// offset when the response held no batch.
+    pub next_offset: i64,
+    /// The partition's high watermark.
+    pub high_watermark: i64,
+    /// The partition's last stable offset, when the broker reports it.
+    pub last_stable_offset: Option<i64>,
+}
 
 /// How strongly a [`PartitionClient`] is bound to a partition.
 ///
@@ -241,7 +271,14 @@ impl PartitionClient {
         bytes: Range<i32>,
         max_wait_ms: i32,
     ) -> Result<(Vec<RecordAndOffset>, i64)> {
-        let request = &build_fetch_request(offset, bytes, max_wait_ms, self.partition, &self.topic);
+        let request = &build_fetch_request(
+            offset,
+            bytes,
+            max_wait_ms,
+            self.partition,
+            &self.topic,
+            IsolationLevel::ReadCommitted,
+        );
 
         let partition = maybe_retry(
             &self.backoff_config,
@@ -269,6 +306,78 @@ impl PartitionClient {
         Ok((records, partition.high_watermark.0))
     }
 
+    /// Fetches record data as [`fetch_records`](Self::fetch_records) does, with a chosen
+    /// isolation level, and reports where to fetch next.
+    ///
+    /// Under [`IsolationLevel::ReadCommitted`] the records of aborted transactions are filtered
+    /// out with the broker's list of aborted transactions, as Kafka's Java consumer does
+    /// (`CompletedFetch`, KIP-98); [`FetchedRecords::next_offset`] moves past transaction markers
+    /// and aborted batches, which return no record.
+    ///
+    /// (Dolmen patch: see `DOLMEN-PATCH.md`.)
+    ///
+    /// # Errors
+    /// As [`fetch_records`](Self::fetch_records).
+    pub async fn fetch_records_with_isolation(
+        &self,
+        offset: i64,
+        bytes: Range<i32>,
+        max_wait_ms: i32,
+        isolation_level: IsolationLevel,
+    ) -> Result<FetchedRecords> {
+        let request = &build_fetch_request(
+            offset,
+            bytes,
+            max_wait_ms,
+            self.partition,
+            &self.topic,
+            isolation_level,
+        );
+
+        let partition = maybe_retry(
+            &self.backoff_config,
+            self.unknown_topic_handling,
+            self,
+            "fetch_records",
+            || async move {
+                let (broker, r#gen) = self
+                    .get()
+                    .await
+                    .map_err(|e| ErrorOrThrottle::Error((e, None)))?;
+                let response = broker
+                    .request(&request)
+                    .await
+                    .map_err(|e| ErrorOrThrottle::Error((e.into(), Some(r#gen))))?;
+                maybe_throttle(response.throttle_time_ms)?;
+                process_fetch_response(self.partition, &self.topic, response, offset)
+                    .map_err(|e| ErrorOrThrottle::Error((e, Some(r#gen))))
+            },
+        )
+        .await?;
+
+        let aborted = match isolation_level {
+            IsolationLevel::ReadCommitted => partition
+                .aborted_transactions
+                .iter()
+                .map(|t| (t.first_offset.0, t.producer_id.0))
+                .collect(),
+            IsolationLevel::ReadUncommitted => vec![],
+        };
+        let (records, next_offset) = extract_committed_records(
+            partition.records.0,
+            offset,
+            matches!(isolation_level, IsolationLevel::ReadCommitted),
+            aborted,
+        )?;
+
+        Ok(FetchedRecords {
+            records,
+            next_offset,
+            high_watermark: partition.high_watermark.0,
+            last_stable_offset: partition.last_stable_offset.map(|o| o.0),
+        })
+    }
+
     /// Get offset for this partition.
     ///
     /// Note that the value returned by this method should be considered stale data, since:
@@ -277,7 +386,22 @@ impl PartitionClient {
     ///   [deleting records](Self::delete_records).
     /// - **[`OffsetAt::Latest`]:** Might be change at any time by [producing records](Self::produce).
     pub async fn get_offset(&self, at: OffsetAt) -> Result<i64> {
-        let request = &build_list_offsets_request(self.partition, &self.topic, at);
+        self.get_offset_with_isolation(at, IsolationLevel::ReadCommitted)
+            .await
+    }
+
+    /// Get offset for this partition as [`get_offset`](Self::get_offset) does, with a chosen
+    /// isolation level: [`OffsetAt::Latest`] is the last stable offset under
+    /// [`IsolationLevel::ReadCommitted`] and the high watermark under
+    /// [`IsolationLevel::ReadUncommitted`].
+    ///
+    /// (Dolmen patch: see `DOLMEN-PATCH.md`.)
+    pub async fn get_offset_with_isolation(
+        &self,
+        at: OffsetAt,
+        isolation_level: IsolationLevel,
+    ) -> Result<i64> {
+        let request = &build_list_offsets_request(self.partition, &self.topic, at, isolation_level);
 
         let partition = maybe_retry(
             &self.backoff_config,
@@ -765,13 +889,14 @@ fn build_fetch_request(
     max_wait_ms: i32,
     partition: i32,
     topic: &str,
+    isolation_level: IsolationLevel,
 ) -> FetchRequest {
     FetchRequest {
         replica_id: NORMAL_CONSUMER,
         max_wait_ms: Int32(max_wait_ms),
         min_bytes: Int32(bytes.start),
         max_bytes: Some(Int32(bytes.end.saturating_sub(1))),
-        isolation_level: Some(IsolationLevel::ReadCommitted),
+        isolation_level: Some(isolation_level),
         topics: vec![FetchRequestTopic {
             topic: String_(topic.to_string()),
             partitions: vec![FetchRequestPartition {
@@ -900,7 +1025,12 @@ fn extract_records(
     Ok(records)
 }
 
-fn build_list_offsets_request(partition: i32, topic: &str, at: OffsetAt) -> ListOffsetsRequest {
+fn build_list_offsets_request(
+    partition: i32,
+    topic: &str,
+    at: OffsetAt,
+    isolation_level: IsolationLevel,
+) -> ListOffsetsRequest {
     let timestamp = match at {
         OffsetAt::Earliest => -2,
         OffsetAt::Latest => -1,
@@ -909,7 +1039,7 @@ fn build_list_offsets_request(partition: i32, topic: &str, at: OffsetAt) -> List
 
     ListOffsetsRequest {
         replica_id: NORMAL_CONSUMER,
-        isolation_level: Some(IsolationLevel::ReadCommitted),
+        isolation_level: Some(isolation_level),
         topics: vec![ListOffsetsRequestTopic {
             name: String_(topic.to_owned()),
             partitions: vec![ListOffsetsRequestPartition {
@@ -982,8 +1112,63 @@ fn extract_offset(partition: ListOffsetsResponsePartition) -> Result<i64> {
         },
         // new style
         (None, Some(offset)) => Ok(offset.0),
-        _ => unreachable!(),
+        // Dolmen patch: a malformed answer is an error, not a panic.
+        _ => Err(Error::InvalidResponse(
+            "Expected either an old-style offset array or a new-style offset".to_owned(),
+        )),
     }
+}
+
+/// Turns the record batches of a fetch into records, leaving out control batches and, when
+/// `read_committed`, the batches of aborted transactions; returns them with the offset to fetch
+/// next.
+///
+/// `aborted` lists the aborted transactions the broker reported as `(first_offset,
+/// producer_id)`. The algorithm is Kafka's Java consumer's (`CompletedFetch.nextFetchedRecord`
+/// and `isBatchAborted`, KIP-98): a producer's transactional batches are skipped from the first
+/// offset of its aborted transaction until its ABORT marker.
+///
+/// (Dolmen patch: see `DOLMEN-PATCH.md`.)
+fn extract_committed_records(
+    batches: Vec<RecordBatch>,
+    request_offset: i64,
+    read_committed: bool,
+    mut aborted: Vec<(i64, i64)>,
+) -> Result<(Vec<RecordAndOffset>, i64)> {
+    aborted.sort_unstable();
+    let mut aborted = aborted.into_iter().peekable();
+    let mut aborted_producers = std::collections::HashSet::new();
+    let mut next_offset = request_offset;
+    let mut kept = Vec::with_capacity(batches.len());
+
+    for batch in batches {
+        let last_offset = batch.base_offset + i64::from(batch.last_offset_delta);
+        next_offset = next_offset.max(last_offset + 1);
+        let is_control = matches!(batch.records, ControlBatchOrRecords::ControlBatch(_));
+        if read_committed && batch.is_transactional {
+            while let Some(&(first_offset, producer_id)) = aborted.peek() {
+                if first_offset > last_offset {
+                    break;
+                }
+                aborted_producers.insert(producer_id);
+                aborted.next();
+            }
+            if matches!(
+                batch.records,
+                ControlBatchOrRecords::ControlBatch(ControlBatchRecord::Abort)
+            ) {
+                aborted_producers.remove(&batch.producer_id);
+            }
+            if !is_control && aborted_producers.contains(&batch.producer_id) {
+                continue;
+            }
+        }
+        if !is_control {
+            kept.push(batch);
+        }
+    }
+
+    Ok((extract_records(kept, request_offset)?, next_offset))
 }
 
 fn build_delete_records_request(
@@ -1045,5 +1230,155 @@ fn process_delete_records_response(
             is_virtual: false,
         }),
         None => Ok(response_partition),
+    }
+}
+
+/// Dolmen patch: tests of [`extract_committed_records`] (see `DOLMEN-PATCH.md`).
+#[cfg(test)]
+mod dolmen_patch_tests {
+    use super::*;
+
+    const P1: i64 = 7;
+    const P2: i64 = 9;
+
+    /// A batch of one data record each, at `offset`, of `producer` (`-1`: not transactional).
+    fn data(offset: i64, producer: i64, value: &str) -> RecordBatch {
+        batch(
+            offset,
+            producer,
+            ControlBatchOrRecords::Records(vec![ProtocolRecord {
+                timestamp_delta: 0,
+                offset_delta: 0,
+                key: None,
+                value: Some(value.as_bytes().to_vec()),
+                headers: vec![],
+            }]),
+        )
+    }
+
+    fn marker(offset: i64, producer: i64, control: ControlBatchRecord) -> RecordBatch {
+        batch(
+            offset,
+            producer,
+            ControlBatchOrRecords::ControlBatch(control),
+        )
+    }
+
+    fn batch(offset: i64, producer: i64, records: ControlBatchOrRecords) -> RecordBatch {
+        RecordBatch {
+            base_offset: offset,
+            partition_leader_epoch: 0,
+            last_offset_delta: 0,
+            first_timestamp: 0,
+            max_timestamp: 0,
+            producer_id: producer,
+            producer_epoch: 0,
+            base_sequence: 0,
+            records,
+            compression: RecordBatchCompression::NoCompression,
+            is_transactional: producer >= 0,
+            timestamp_type: RecordBatchTimestampType::CreateTime,
+        }
+    }
+
+    fn values(records: &[RecordAndOffset]) -> Vec<(i64, String)> {
+        records
+            .iter()
+            .map(|r| {
+                (
+                    r.offset,
+                    String::from_utf8(r.record.value.clone().unwrap()).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// P1 commits a, b; aborts x, y; commits c; then a plain record d.
+    fn one_producer() -> Vec<RecordBatch> {
+        vec![
+            data(0, P1, "a"),
+            data(1, P1, "b"),
+            marker(2, P1, ControlBatchRecord::Commit),
+            data(3, P1, "x"),
+            data(4, P1, "y"),
+            marker(5, P1, ControlBatchRecord::Abort),
+            data(6, P1, "c"),
+            marker(7, P1, ControlBatchRecord::Commit),
+            data(8, -1, "d"),
+        ]
+    }
+
+    #[test]
+    fn read_committed_skips_an_aborted_transaction_and_every_marker() {
+        let (records, next) =
+            extract_committed_records(one_producer(), 0, true, vec![(3, P1)]).unwrap();
+        assert_eq!(
+            values(&records),
+            vec![
+                (0, "a".into()),
+                (1, "b".into()),
+                (6, "c".into()),
+                (8, "d".into())
+            ]
+        );
+        assert_eq!(next, 9);
+    }
+
+    #[test]
+    fn read_uncommitted_returns_aborted_records_but_no_marker() {
+        let (records, next) =
+            extract_committed_records(one_producer(), 0, false, vec![(3, P1)]).unwrap();
+        assert_eq!(
+            values(&records).iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+            vec![0, 1, 3, 4, 6, 8]
+        );
+        assert_eq!(next, 9);
+    }
+
+    #[test]
+    fn interleaved_producers_only_lose_the_aborted_ones_records() {
+        // P1 aborts (from offset 0), P2 commits, their batches interleaved; P1 then writes again
+        // in a transaction that commits.
+        let batches = vec![
+            data(0, P1, "p1-aborted"),
+            data(1, P2, "p2-a"),
+            data(2, P1, "p1-aborted-2"),
+            marker(3, P1, ControlBatchRecord::Abort),
+            data(4, P2, "p2-b"),
+            data(5, P1, "p1-kept"),
+            marker(6, P2, ControlBatchRecord::Commit),
+            marker(7, P1, ControlBatchRecord::Commit),
+        ];
+        let (records, next) = extract_committed_records(batches, 0, true, vec![(0, P1)]).unwrap();
+        assert_eq!(
+            values(&records),
+            vec![
+                (1, "p2-a".into()),
+                (4, "p2-b".into()),
+                (5, "p1-kept".into())
+            ]
+        );
+        assert_eq!(next, 8);
+    }
+
+    #[test]
+    fn a_response_of_markers_only_still_moves_the_next_offset() {
+        let batches = vec![
+            marker(10, P1, ControlBatchRecord::Commit),
+            marker(11, P2, ControlBatchRecord::Abort),
+        ];
+        let (records, next) = extract_committed_records(batches, 10, true, vec![]).unwrap();
+        assert!(records.is_empty());
+        assert_eq!(next, 12);
+        let (records, next) = extract_committed_records(vec![], 12, true, vec![]).unwrap();
+        assert!(records.is_empty());
+        assert_eq!(next, 12, "an empty response leaves the offset where it was");
+    }
+
+    #[test]
+    fn records_before_the_requested_offset_are_left_out() {
+        let (records, next) = extract_committed_records(one_producer(), 6, true, vec![]).unwrap();
+        assert_eq!(values(&records), vec![(6, "c".into()), (8, "d".into())]);
+        assert_eq!(next, 9);
     }
 }

@@ -53,12 +53,17 @@ where
         buf = buf.read_exact(reader)?;
         let key = String::from_utf8(buf.into()).map_err(|e| ReadError::Malformed(Box::new(e)))?;
 
-        // value
+        // value; Dolmen patch: a null value (length -1, which Kafka's Java producer writes for
+        // a header with a null value) reads as empty instead of failing the whole fetch.
         let len = Varint::read(reader)?;
-        let len = usize::try_from(len.0).map_err(|e| ReadError::Malformed(Box::new(e)))?;
-        let mut value = VecBuilder::new(len);
-        value = value.read_exact(reader)?;
-        let value = value.into();
+        let value = if len.0 < 0 {
+            Vec::new()
+        } else {
+            let len = usize::try_from(len.0).map_err(|e| ReadError::Malformed(Box::new(e)))?;
+            let mut value = VecBuilder::new(len);
+            value = value.read_exact(reader)?;
+            value.into()
+        };
 
         Ok(Self { key, value })
     }
@@ -525,8 +530,16 @@ impl RecordBatchBody {
                 ));
             }
 
-            let record = ControlBatchRecord::read(reader)?;
-            Ok(ControlBatchOrRecords::ControlBatch(record))
+            // Dolmen patch: the control record is a regular record whose key holds the control
+            // type (Kafka's `ControlRecordType`: version int16, type int16); upstream read the
+            // key fields where the record's framing starts, so every transaction marker from a
+            // real broker failed the fetch.
+            let record = Record::read(reader)?;
+            let key = record.key.ok_or_else(|| {
+                ReadError::Malformed("Control record without a key".to_string().into())
+            })?;
+            let control = ControlBatchRecord::read(&mut std::io::Cursor::new(key))?;
+            Ok(ControlBatchOrRecords::ControlBatch(control))
         } else {
             let mut records = VecBuilder::new(n_records);
             for _ in 0..n_records {
@@ -759,7 +772,20 @@ impl RecordBatchBodyRef<'_> {
         W: Write,
     {
         match records {
-            ControlBatchOrRecords::ControlBatch(control_batch) => control_batch.write(writer),
+            ControlBatchOrRecords::ControlBatch(control_batch) => {
+                // Dolmen patch: one regular record, the control type as its key and the control
+                // value (version 0, coordinator epoch 0) as its value, as Kafka writes it.
+                let mut key = vec![];
+                control_batch.write(&mut key)?;
+                Record {
+                    timestamp_delta: 0,
+                    offset_delta: 0,
+                    key: Some(key),
+                    value: Some(vec![0, 0, 0, 0, 0, 0]),
+                    headers: vec![],
+                }
+                .write(writer)
+            }
             ControlBatchOrRecords::Records(records) => {
                 for record in records {
                     record.write(writer)?;
@@ -1021,6 +1047,45 @@ mod tests {
     test_roundtrip!(Record, test_record_roundtrip);
 
     test_roundtrip!(ControlBatchRecord, test_control_batch_record_roundtrip);
+
+    /// Dolmen patch: a control batch's record is framed as any record, its key holding the type.
+    #[test]
+    fn dolmen_control_record_is_read_from_a_framed_record() {
+        for (t, expected) in [
+            (0i16, ControlBatchRecord::Abort),
+            (1, ControlBatchRecord::Commit),
+        ] {
+            let mut key = vec![];
+            Int16(0).write(&mut key).unwrap();
+            Int16(t).write(&mut key).unwrap();
+            let record = Record {
+                timestamp_delta: 0,
+                offset_delta: 0,
+                key: Some(key),
+                // Kafka's control value: version 0, coordinator epoch.
+                value: Some(vec![0, 0, 0, 0, 0, 5]),
+                headers: vec![],
+            };
+            let mut buf = Cursor::new(Vec::<u8>::new());
+            record.write(&mut buf).unwrap();
+            buf.set_position(0);
+            let read = RecordBatchBody::read_records(&mut buf, true, 1).unwrap();
+            assert_eq!(read, ControlBatchOrRecords::ControlBatch(expected));
+        }
+    }
+
+    /// Dolmen patch: a header whose value has length -1 (null) reads as an empty value.
+    #[test]
+    fn dolmen_null_header_value_reads_as_empty() {
+        let mut buf = Cursor::new(Vec::<u8>::new());
+        Varint(1).write(&mut buf).unwrap();
+        buf.write_all(b"k").unwrap();
+        Varint(-1).write(&mut buf).unwrap();
+        buf.set_position(0);
+        let header = RecordHeader::read(&mut buf).unwrap();
+        assert_eq!(header.key, "k");
+        assert!(header.value.is_empty());
+    }
 
     #[test]
     fn test_control_batch_record_unknown_version() {
