@@ -25,9 +25,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dolmen_stream::kafka::{KafkaAdmin, KafkaRecordSupplier};
 use dolmen_stream::{RecordSupplier, StreamPartition};
-use rdkafka::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rskafka::client::ClientBuilder;
+use rskafka::client::partition::{Compression, PartitionClient, UnknownTopicHandling};
+use rskafka::client::producer::aggregator::RecordAggregator;
+use rskafka::client::producer::{BatchProducer, BatchProducerBuilder};
+use rskafka::record::Record;
 use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 
 const PARTITIONS: i32 = 4;
 
@@ -64,34 +69,111 @@ fn event(i: u64, time_ms: i64) -> String {
     .to_string()
 }
 
-/// A producer. Without `batch_ms` it sends one record per batch: the test broker's in-memory
-/// engine misreports offsets of multi-record batches (TEST-SERVICES.md). With `batch_ms` (for a
-/// broker that takes batches, such as tansu's SQLite engine) it lingers up to that many ms to
-/// batch records, as production Kafka producers do.
-fn producer(brokers: &str, batch_ms: Option<u64>) -> BaseProducer {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", brokers)
-        .set("queue.buffering.max.messages", "1000000");
-    match batch_ms {
-        Some(ms) => config.set("linger.ms", ms.to_string()),
-        None => config.set("linger.ms", "0").set("batch.num.messages", "1"),
-    };
-    config.create().expect("producer")
+/// Produce requests a [`BenchProducer`] keeps in flight at once.
+const IN_FLIGHT: usize = 1024;
+
+/// A pipelining producer for the benchmark (rskafka, on a runtime of its own). Without
+/// `batch_ms` it sends one record per produce request, many in flight: the test broker's
+/// in-memory engine misreports offsets of multi-record batches (TEST-SERVICES.md). With
+/// `batch_ms` (for a broker that takes batches, such as tansu's SQLite engine) each partition
+/// lingers up to that many ms to batch records, as production Kafka producers do.
+struct BenchProducer {
+    runtime: tokio::runtime::Runtime,
+    partitions: Vec<Arc<PartitionClient>>,
+    batchers: Option<Vec<Arc<BatchProducer<RecordAggregator>>>>,
+    in_flight: Arc<Semaphore>,
+    sent: Vec<JoinHandle<()>>,
 }
 
-fn send(p: &BaseProducer, topic: &str, partition: i32, payload: &str) {
-    let mut rec = BaseRecord::<(), str>::to(topic)
-        .payload(payload)
-        .partition(partition);
-    loop {
-        match p.send(rec) {
-            Ok(()) => return,
-            Err((_, r)) => {
-                p.poll(Duration::from_millis(5));
-                rec = r;
+impl BenchProducer {
+    fn new(brokers: &str, topic: &str, batch_ms: Option<u64>) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let partitions: Vec<Arc<PartitionClient>> = runtime.block_on(async {
+            let client = ClientBuilder::new(vec![brokers.to_string()])
+                .build()
+                .await
+                .expect("kafka client");
+            let mut out = Vec::new();
+            for p in 0..PARTITIONS {
+                out.push(Arc::new(
+                    client
+                        .partition_client(topic, p, UnknownTopicHandling::Retry)
+                        .await
+                        .expect("partition client"),
+                ));
             }
+            out
+        });
+        let batchers = batch_ms.map(|ms| {
+            partitions
+                .iter()
+                .map(|pc| {
+                    Arc::new(
+                        BatchProducerBuilder::new(Arc::clone(pc))
+                            .with_linger(Duration::from_millis(ms))
+                            .build(RecordAggregator::new(1024 * 1024)),
+                    )
+                })
+                .collect()
+        });
+        Self {
+            runtime,
+            partitions,
+            batchers,
+            in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+            sent: Vec::new(),
         }
+    }
+
+    /// Queues `payload` for `partition`; waits only while [`IN_FLIGHT`] requests are pending.
+    fn send(&mut self, partition: i32, payload: &str) {
+        let record = Record {
+            key: None,
+            value: Some(payload.as_bytes().to_vec()),
+            headers: BTreeMap::new(),
+            timestamp: rskafka::chrono::Utc::now(),
+        };
+        let permit = self
+            .runtime
+            .block_on(Arc::clone(&self.in_flight).acquire_owned())
+            .unwrap();
+        let index = usize::try_from(partition).unwrap();
+        let task = match &self.batchers {
+            Some(batchers) => {
+                let b = Arc::clone(&batchers[index]);
+                self.runtime.spawn(async move {
+                    b.produce(record).await.expect("produce");
+                    drop(permit);
+                })
+            }
+            None => {
+                let pc = Arc::clone(&self.partitions[index]);
+                self.runtime.spawn(async move {
+                    pc.produce(vec![record], Compression::NoCompression)
+                        .await
+                        .expect("produce");
+                    drop(permit);
+                })
+            }
+        };
+        self.sent.push(task);
+        if self.sent.len() >= 4 * IN_FLIGHT {
+            self.sent.retain(|t| !t.is_finished());
+        }
+    }
+
+    /// Waits until every queued record is acknowledged.
+    fn flush(&mut self) {
+        let sent = std::mem::take(&mut self.sent);
+        self.runtime.block_on(async {
+            for t in sent {
+                t.await.expect("produce task");
+            }
+        });
     }
 }
 
@@ -175,21 +257,13 @@ fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
     let http = reqwest::blocking::Client::new();
     let topic = new_topic(brokers, "bench-tput");
     let t = Instant::now();
-    let p = producer(brokers, None);
+    let mut p = BenchProducer::new(brokers, &topic, None);
     let base = 1_600_000_000_000i64;
     for i in 0..rows {
         let time_ms = base + (i as i64 * 30 * 86_400_000 / rows as i64);
-        send(
-            &p,
-            &topic,
-            (i % PARTITIONS as u64) as i32,
-            &event(i, time_ms),
-        );
-        if i % 10_000 == 0 {
-            p.poll(Duration::ZERO);
-        }
+        p.send((i % PARTITIONS as u64) as i32, &event(i, time_ms));
     }
-    p.flush(Duration::from_secs(120)).unwrap();
+    p.flush();
     eprintln!("produced {rows} rows in {:.1} s", t.elapsed().as_secs_f64());
 
     // The broker's own read rate: one consumer reading everything back.
@@ -252,9 +326,9 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u
     body["id"] = json!(ds);
     post_supervisor(&http, url, &body);
     // Wait until the supervisor's task reads (one warm-up event is visible).
-    let p = producer(brokers, batch_ms);
-    send(&p, &topic, 0, &event(u64::MAX, 1_600_000_000_000));
-    p.flush(Duration::from_secs(10)).unwrap();
+    let mut p = BenchProducer::new(brokers, &topic, batch_ms);
+    p.send(0, &event(u64::MAX, 1_600_000_000_000));
+    p.flush();
     let t = Instant::now();
     while count(&http, url, &ds) < 1 {
         assert!(
@@ -284,7 +358,7 @@ fn latency(url: &str, brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u
             }
         })
     };
-    let achieved = produce_steadily(&p, &topic, total, rate, |_, at| {
+    let achieved = produce_steadily(&mut p, total, rate, |_, at| {
         produced_at.lock().unwrap().push(at);
     });
     let t = Instant::now();
@@ -339,8 +413,7 @@ fn print_latencies(label: &str, rate: u64, achieved: f64, mut lat: Vec<f64>) {
 /// achieved rate (events/s). Payloads are built before the clock starts, so the loop only
 /// sends.
 fn produce_steadily(
-    p: &BaseProducer,
-    topic: &str,
+    p: &mut BenchProducer,
     total: u64,
     rate: u64,
     mut produced: impl FnMut(usize, Instant),
@@ -354,10 +427,9 @@ fn produce_steadily(
             std::thread::sleep(due - now);
         }
         produced(i, Instant::now());
-        send(p, topic, (i as u64 % PARTITIONS as u64) as i32, payload);
-        p.poll(Duration::ZERO);
+        p.send((i as u64 % PARTITIONS as u64) as i32, payload);
     }
-    p.flush(Duration::from_secs(300)).unwrap();
+    p.flush();
     total as f64 / start.elapsed().as_secs_f64()
 }
 
@@ -366,7 +438,7 @@ fn produce_steadily(
 fn reader(brokers: &str, topic: &str) -> KafkaRecordSupplier {
     let mut props = BTreeMap::from([("bootstrap.servers".to_string(), brokers.to_string())]);
     if let Ok(ms) = std::env::var("BENCH_FETCH_WAIT_MS") {
-        props.insert("fetch.wait.max.ms".to_string(), ms);
+        props.insert("fetch.max.wait.ms".to_string(), ms);
     }
     let mut s = KafkaRecordSupplier::new(&props)
         .unwrap()
@@ -412,8 +484,8 @@ fn broker_latency(brokers: &str, rate: u64, seconds: u64, batch_ms: Option<u64>)
         let (produced_at, topic, brokers) =
             (Arc::clone(&produced_at), topic.clone(), brokers.to_string());
         std::thread::spawn(move || {
-            let p = producer(&brokers, batch_ms);
-            produce_steadily(&p, &topic, total, rate, |i, at| {
+            let mut p = BenchProducer::new(&brokers, &topic, batch_ms);
+            produce_steadily(&mut p, total, rate, |i, at| {
                 produced_at.lock().unwrap()[i] = Some(at);
             })
         })

@@ -5,9 +5,10 @@
 //! This crate holds the client side of that: the [`RecordSupplier`] trait, modelled on Druid's
 //! `org.apache.druid.indexing.seekablestream.common.RecordSupplier`, and its implementations:
 //!
-//! - [`kafka::KafkaRecordSupplier`]: Kafka through `rdkafka` (librdkafka 2.12, built from the
-//!   crate's bundled sources), plus [`kafka::KafkaAdmin`] and [`kafka::KafkaTestProducer`] for
-//!   tests and benchmarks;
+//! - [`kafka::KafkaRecordSupplier`]: Kafka through `rskafka`, a pure-Rust client (patched copy in
+//!   `vendor/rskafka`; TLS through rustls; ADR 0016), configured from Druid's `consumerProperties`
+//!   by [`kafka::config`], plus [`kafka::KafkaAdmin`] and [`kafka::KafkaTestProducer`] for tests
+//!   and benchmarks;
 //! - [`memory::MemorySupplier`]: an in-memory stream, the test double for code that consumes the
 //!   trait.
 //!

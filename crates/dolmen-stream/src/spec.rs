@@ -67,7 +67,8 @@ pub struct IoConfig {
     pub task_count: u32,
     /// How long a task reads before it stops and publishes, ms (default 3,600,000).
     pub task_duration_ms: i64,
-    /// Passed to the Kafka client verbatim; `bootstrap.servers` is required.
+    /// The Kafka client's properties (Java client names; see [`crate::kafka::config`]);
+    /// `bootstrap.servers` is required.
     pub consumer_properties: BTreeMap<String, String>,
     /// Longest wait of one poll, ms (default 100).
     pub poll_timeout_ms: i64,
@@ -476,6 +477,14 @@ fn parse_io(v: &Value, path: &str) -> Result<IoConfig, SpecError> {
             "{path}.consumerProperties.bootstrap.servers: missing; the Kafka brokers to read from"
         )));
     }
+    // Refuse unusable client settings (protocol, stores, SASL) now rather than in every task.
+    if let Err(e) = crate::kafka::config::ClientSettings::from_properties(&consumer_properties) {
+        let message = match e {
+            crate::SupplierError::InvalidConfig(m) => m,
+            other => other.to_string(),
+        };
+        return Err(err(format!("{path}.{message}")));
+    }
     if o.get("autoScalerConfig")
         .and_then(|a| a.get("enableTaskAutoScaler"))
         .and_then(Value::as_bool)
@@ -795,6 +804,17 @@ mod tests {
             (
                 Box::new(|v| v["spec"]["ioConfig"]["consumerProperties"] = json!({})),
                 "spec.ioConfig.consumerProperties.bootstrap.servers",
+            ),
+            (
+                Box::new(|v| {
+                    v["spec"]["ioConfig"]["consumerProperties"]["security.protocol"] =
+                        json!("SASL_SSL");
+                    v["spec"]["ioConfig"]["consumerProperties"]["ssl.truststore.type"] =
+                        json!("JKS");
+                    v["spec"]["ioConfig"]["consumerProperties"]["ssl.truststore.location"] =
+                        json!("/etc/kafka/truststore.jks");
+                }),
+                "spec.ioConfig.consumerProperties.ssl.truststore.type",
             ),
             (
                 Box::new(|v| {

@@ -1,5 +1,7 @@
 use std::collections::BTreeMap;
 
+use rskafka::client::error::RequestContext;
+
 use super::*;
 
 fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -25,56 +27,51 @@ fn missing_or_blank_bootstrap_servers_names_the_property() {
 }
 
 #[test]
-fn user_properties_override_defaults_but_not_the_no_commit_settings() {
-    let (config, servers) = client_config(
-        &props(&[
-            ("bootstrap.servers", " a:1,b:2 "),
-            ("isolation.level", "read_uncommitted"),
-            ("enable.auto.commit", "true"),
-            ("security.protocol", "SASL_SSL"),
-        ]),
-        CONSUMER_DEFAULTS,
-        CONSUMER_FORCED,
-    )
-    .unwrap();
-    assert_eq!(servers, "a:1,b:2");
-    assert_eq!(config.get("isolation.level"), Some("read_uncommitted"));
-    assert_eq!(config.get("security.protocol"), Some("SASL_SSL"));
-    assert_eq!(config.get("auto.offset.reset"), Some("error"));
-    assert_eq!(config.get("enable.auto.commit"), Some("false"));
-    assert_eq!(config.get("enable.auto.offset.store"), Some("false"));
-}
-
-#[test]
-fn defaults_read_committed_without_commits() {
+fn defaults_read_committed_and_druids_poll_size() {
     let supplier =
-        KafkaRecordSupplier::new(&props(&[("bootstrap.servers", "127.0.0.1:1")])).unwrap();
+        KafkaRecordSupplier::new(&props(&[("bootstrap.servers", " 127.0.0.1:1 ")])).unwrap();
     assert_eq!(supplier.bootstrap_servers(), "127.0.0.1:1");
-    let (config, _) = client_config(
-        &props(&[("bootstrap.servers", "x:1")]),
-        CONSUMER_DEFAULTS,
-        CONSUMER_FORCED,
-    )
-    .unwrap();
-    assert_eq!(config.get("isolation.level"), Some("read_committed"));
-    assert_eq!(config.get("enable.auto.commit"), Some("false"));
+    let settings = &supplier.connection.settings;
+    assert!(matches!(
+        settings.isolation,
+        rskafka::client::partition::IsolationLevel::ReadCommitted
+    ));
+    assert_eq!(settings.fetch_max_wait, DEFAULT_FETCH_MAX_WAIT);
+    assert_eq!(supplier.max_poll_records, DEFAULT_MAX_POLL_RECORDS);
+    assert_eq!(supplier.connection.request_timeout, DEFAULT_REQUEST_TIMEOUT);
 }
 
 #[test]
-fn a_property_librdkafka_does_not_know_is_invalid_config_naming_it() {
-    let properties = props(&[
+fn consumer_properties_set_poll_size_and_request_timeout() {
+    let supplier = KafkaRecordSupplier::new(&props(&[
         ("bootstrap.servers", "127.0.0.1:1"),
+        ("max.poll.records", "42"),
+        ("request.timeout.ms", "1500"),
+    ]))
+    .unwrap();
+    assert_eq!(supplier.max_poll_records, 42);
+    assert_eq!(
+        supplier.connection.request_timeout,
+        Duration::from_millis(1500)
+    );
+    let supplier = supplier.with_request_timeout(Duration::from_secs(3));
+    assert_eq!(supplier.connection.request_timeout, Duration::from_secs(3));
+}
+
+#[test]
+fn java_client_only_properties_are_accepted() {
+    // Druid users write Java client properties; those of consumer groups mean nothing here.
+    KafkaRecordSupplier::new(&props(&[
+        ("bootstrap.servers", "127.0.0.1:1"),
+        ("group.id", "g"),
+        ("auto.offset.reset", "earliest"),
         (
-            "sasl.jaas.config",
-            "org.apache.kafka.common.security.plain.PlainLoginModule",
+            "key.deserializer",
+            "org.apache.kafka.common.serialization.ByteArrayDeserializer",
         ),
-    ]);
-    match KafkaRecordSupplier::new(&properties) {
-        Err(SupplierError::InvalidConfig(message)) => {
-            assert!(message.contains("sasl.jaas.config"), "{message}");
-        }
-        other => panic!("{other:?}"),
-    }
+        ("some.future.property", "x"),
+    ]))
+    .unwrap();
 }
 
 #[test]
@@ -88,20 +85,57 @@ fn seeking_an_unassigned_partition_fails_without_a_broker() {
 }
 
 #[test]
-fn request_errors_map_to_connect_missing_topic_or_client() {
-    let timeout = KafkaError::MetadataFetch(RDKafkaErrorCode::OperationTimedOut);
+fn polling_without_an_assignment_waits_and_returns_nothing() {
+    let mut supplier =
+        KafkaRecordSupplier::new(&props(&[("bootstrap.servers", "127.0.0.1:1")])).unwrap();
+    let t = Instant::now();
+    assert!(supplier.poll(Duration::from_millis(50)).unwrap().is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(50));
+}
+
+fn server_error(protocol_error: ProtocolError) -> KafkaError {
+    KafkaError::ServerError {
+        protocol_error,
+        error_message: None,
+        request: RequestContext::Topic("t".into()),
+        response: None,
+        is_virtual: false,
+    }
+}
+
+#[test]
+fn client_errors_map_to_connect_missing_topic_authentication_or_client() {
+    let connection = Connection::new(
+        ClientSettings::from_properties(&props(&[("bootstrap.servers", "h:1")])).unwrap(),
+    );
     assert!(matches!(
-        request_error(&timeout, "h:1", "t"),
+        connection.error(KafkaError::Timeout, Some("t")),
         SupplierError::CannotConnect { target, .. } if target.contains("h:1")
     ));
-    let unknown = KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownTopicOrPartition);
     assert!(matches!(
-        request_error(&unknown, "h:1", "t"),
+        connection.error(server_error(ProtocolError::UnknownTopicOrPartition), Some("t")),
         SupplierError::StreamNotFound(s) if s == "t"
     ));
-    let other = KafkaError::MetadataFetch(RDKafkaErrorCode::InvalidRequest);
     assert!(matches!(
-        request_error(&other, "h:1", "t"),
+        connection.error(server_error(ProtocolError::SaslAuthenticationFailed), Some("t")),
+        SupplierError::Client(m) if m.contains("authentication") && m.contains("h:1")
+    ));
+    assert!(matches!(
+        connection.error(server_error(ProtocolError::LeaderNotAvailable), Some("t")),
+        SupplierError::CannotConnect { .. }
+    ));
+    assert!(matches!(
+        connection.error(server_error(ProtocolError::InvalidRequest), Some("t")),
         SupplierError::Client(_)
     ));
+    // A retry deadline is classified by the error that kept failing.
+    let retried = KafkaError::RetryFailed(rskafka::BackoffError::DeadlineExceded {
+        deadline: Duration::from_secs(1),
+        source: Box::new(server_error(ProtocolError::UnknownTopicOrPartition)),
+    });
+    assert_eq!(classify(&retried), ErrorKind::UnknownTopic);
+    assert_eq!(
+        classify(&server_error(ProtocolError::OffsetOutOfRange)),
+        ErrorKind::OffsetOutOfRange
+    );
 }

@@ -54,7 +54,7 @@ fn spec(replicas: u32) -> SupervisorSpec {
             },
             "ioConfig": {
                 "topic": "t", "inputFormat": {"type": "json"}, "replicas": replicas,
-                "consumerProperties": {"bootstrap.servers": "memory"}, "pollTimeout": 20
+                "consumerProperties": {"bootstrap.servers": "memory:9092"}, "pollTimeout": 20
             }
         }
     }))

@@ -1,6 +1,11 @@
 //! `KafkaRecordSupplier` against a real Kafka-protocol broker (tansu, started by
 //! `scripts/install-test-deps.sh`; `scripts/test.sh` exports `DOLMEN_TEST_KAFKA_BROKERS`). Each test
-//! uses its own topic.
+//! uses its own topic. [`tls`] starts brokers of its own behind a TLS terminator;
+//! [`transactions`] writes with Kafka's transactional producer (librdkafka through Python's
+//! confluent-kafka).
+
+mod tls;
+mod transactions;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
