@@ -670,6 +670,9 @@ pub enum PartitionsSpec {
         /// Hash function (only `murmur3_32_abs`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         partition_function: Option<String>,
+        /// Accepted and unused, as in Druid, whose hash partitioning ignores it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_total_rows: Option<u64>,
     },
     /// Range partitioning on one dimension.
     #[serde(rename_all = "camelCase")]
@@ -685,6 +688,10 @@ pub enum PartitionsSpec {
         /// Accepted (the input is grouped by the build in any case).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         assume_grouped: Option<bool>,
+        /// Accepted and unused, as in Druid, whose range partitioning ignores it (its specs and
+        /// tests carry it over from `dynamic`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_total_rows: Option<u64>,
     },
     /// Range partitioning on several dimensions.
     #[serde(rename_all = "camelCase")]
@@ -700,6 +707,10 @@ pub enum PartitionsSpec {
         /// Accepted (the input is grouped by the build in any case).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         assume_grouped: Option<bool>,
+        /// Accepted and unused, as in Druid, whose range partitioning ignores it (its specs and
+        /// tests carry it over from `dynamic`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_total_rows: Option<u64>,
     },
 }
 
@@ -829,6 +840,7 @@ impl TuningConfig {
             max_rows_per_segment: None,
             partition_dimensions: self.partition_dimensions.clone().unwrap_or_default(),
             partition_function: None,
+            max_total_rows: None,
         })
     }
 
@@ -908,6 +920,7 @@ fn validate_partitioning(spec: &IndexTaskSpec) -> Result<(), IngestError> {
             max_rows_per_segment,
             partition_dimensions,
             partition_function,
+            ..
         } => {
             if num_shards.is_some() && (target_rows_per_segment.or(*max_rows_per_segment)).is_some()
             {
@@ -1006,12 +1019,38 @@ pub fn validate_data_source_name(name: &str, field: &str) -> Result<(), IngestEr
     Ok(())
 }
 
+/// Removes the members of JSON objects whose value is `null`, except inside filters.
+///
+/// Druid reads a `null` property of an ingestion spec as an absent one: Jackson hands a spec
+/// class's constructor `null` for both, and the constructors replace it with the default
+/// (`"queryGranularity": null` is `NONE`, `"metricsSpec": null` is no metrics). Inside a filter
+/// a null value means "matches null" (`{"type": "selector", "dimension": "d", "value": null}`),
+/// so filters are kept as written. Array elements are kept.
+fn strip_null_members(v: &mut Value) {
+    match v {
+        Value::Object(members) => {
+            members.retain(|_, x| !x.is_null());
+            for (name, x) in members.iter_mut() {
+                if name != "filter" {
+                    strip_null_members(x);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_null_members),
+        _ => {}
+    }
+}
+
 impl IndexTaskSpec {
-    /// Parses a submission, naming the offending field path on error.
+    /// Parses a submission, naming the offending field path on error. A `null` member reads
+    /// as an absent one, as in Druid (see [`strip_null_members`]).
     ///
     /// # Errors
     /// [`IngestError::InvalidSpec`] with the JSON path and serde's message.
     pub fn from_json(v: &Value) -> Result<IndexTaskSpec, IngestError> {
+        let mut v = v.clone();
+        strip_null_members(&mut v);
+        let v = &v;
         let spec: IndexTaskSpec = serde_path_to_error::deserialize(v).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner().to_string();
@@ -1185,6 +1224,79 @@ pub fn validate_task_id(id: &str) -> Result<(), IngestError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn minimal_task(edit: impl FnOnce(&mut Value)) -> Value {
+        let mut v = json!({
+            "type": "index_parallel",
+            "spec": {
+                "dataSchema": {
+                    "dataSource": "ds",
+                    "timestampSpec": {"column": "t", "format": "auto"},
+                    "dimensionsSpec": {"dimensions": ["d"]},
+                    "granularitySpec": {"segmentGranularity": "DAY"}
+                },
+                "ioConfig": {
+                    "type": "index_parallel",
+                    "inputSource": {"type": "inline", "data": "{}"},
+                    "inputFormat": {"type": "json"}
+                },
+                "tuningConfig": {"type": "index_parallel"}
+            }
+        });
+        edit(&mut v);
+        v
+    }
+
+    #[test]
+    fn null_members_read_as_absent_except_inside_filters() {
+        // Druid's spec constructors read a null property as the default.
+        let v = minimal_task(|v| {
+            let ds = &mut v["spec"]["dataSchema"];
+            ds["metricsSpec"] = Value::Null;
+            ds["granularitySpec"]["queryGranularity"] = Value::Null;
+            ds["granularitySpec"]["rollup"] = Value::Null;
+            ds["timestampSpec"]["missingValue"] = Value::Null;
+            ds["dimensionsSpec"]["dimensionExclusions"] = Value::Null;
+            ds["transformSpec"] = json!({
+                "transforms": null,
+                "filter": {"type": "selector", "dimension": "d", "value": null}
+            });
+            v["spec"]["tuningConfig"]["partitionsSpec"] = Value::Null;
+            v["spec"]["ioConfig"]["appendToExisting"] = Value::Null;
+        });
+        let spec = IndexTaskSpec::from_json(&v).unwrap();
+        let ds = &spec.spec.data_schema;
+        assert!(ds.metrics_spec.is_empty());
+        assert!(matches!(
+            ds.granularity_spec.query_granularity,
+            Granularity::None
+        ));
+        assert!(ds.granularity_spec.rollup);
+        assert!(ds.transform_spec.transforms.is_empty());
+        // The selector's null value is kept: it matches rows without `d`.
+        let filter = serde_json::to_value(ds.transform_spec.filter.as_ref().unwrap()).unwrap();
+        assert_eq!(filter["value"], Value::Null, "{filter}");
+        assert!(spec.spec.tuning_config.partitions_spec.is_none());
+        // A null where a value is required still names the field.
+        let v = minimal_task(|v| v["spec"]["dataSchema"]["dataSource"] = Value::Null);
+        let e = IndexTaskSpec::from_json(&v).unwrap_err().to_string();
+        assert!(e.contains("dataSource"), "{e}");
+    }
+
+    #[test]
+    fn secondary_partitions_accept_max_total_rows_as_druid_does() {
+        for partitions in [
+            json!({"type": "range", "partitionDimensions": ["d"], "targetRowsPerSegment": 10, "maxTotalRows": 100}),
+            json!({"type": "single_dim", "partitionDimension": "d", "targetRowsPerSegment": 10, "maxTotalRows": 100}),
+            json!({"type": "hashed", "numShards": 2, "maxTotalRows": 100}),
+        ] {
+            let v = minimal_task(|v| {
+                v["spec"]["tuningConfig"]["partitionsSpec"] = partitions.clone();
+                v["spec"]["tuningConfig"]["forceGuaranteedRollup"] = json!(true);
+            });
+            IndexTaskSpec::from_json(&v).unwrap_or_else(|e| panic!("{partitions}: {e}"));
+        }
+    }
 
     #[test]
     fn metric_specs_parse_and_reject_unknown_fields() {

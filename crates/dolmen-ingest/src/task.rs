@@ -147,6 +147,7 @@ async fn run_inner(
     let work_dir = env.work_dir.clone();
     let span = tracing::Span::current();
     let input_ctx = crate::input::InputContext::for_task(env);
+    let build_spec = with_druid_time_compat(build_spec, input_ctx.config());
     let built = tokio::task::spawn_blocking(move || {
         span.in_scope(|| build_segments(&build_spec, &work_dir, &stats, &cancel, &input_ctx))
     })
@@ -180,6 +181,31 @@ async fn run_inner(
     let published = push_and_publish(env, spec.data_source(), built, mode, drop_existing).await?;
     env.stats.set_state("COMPLETED");
     Ok(published)
+}
+
+/// With `service.indexer.task.ignoreTimestampSpecForDruidInputSource=true`, a spec reading the
+/// `druid` input source takes each row's time from `__time` (epoch milliseconds) whatever its
+/// `timestampSpec` says, as Druid's `DruidInputSource` does in that compatibility mode.
+fn with_druid_time_compat(
+    mut spec: IndexTaskSpec,
+    config: &crate::input::InputSourceConfig,
+) -> IndexTaskSpec {
+    if config.ignore_timestamp_spec_for_druid_input_source
+        && matches!(
+            spec.spec.io_config.input_source,
+            crate::input::InputSource::Druid(_)
+        )
+    {
+        tracing::warn!(
+            "ignoring the timestampSpec of a druid input source and reading __time (service.indexer.task.ignoreTimestampSpecForDruidInputSource=true)"
+        );
+        spec.spec.data_schema.timestamp_spec = crate::timestamp::TimestampSpec {
+            column: "__time".to_string(),
+            format: "millis".to_string(),
+            missing_value: None,
+        };
+    }
+    spec
 }
 
 /// Pushes built segment files to deep storage (`<ds>/<interval>/<task id>/<n>/index.parquet`)
@@ -804,4 +830,60 @@ fn build_segments(
     let slots = dims.slots.clone();
     let built = indexer.finish(&slots, &|| cancel.is_cancelled())?;
     Ok(built)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::input::InputSourceConfig;
+
+    fn spec(input_source: serde_json::Value) -> IndexTaskSpec {
+        IndexTaskSpec::from_json(&json!({
+            "type": "index_parallel",
+            "spec": {
+                "dataSchema": {
+                    "dataSource": "ds",
+                    "timestampSpec": {"column": "timestamp", "format": "iso"},
+                    "dimensionsSpec": {"dimensions": ["d"]}
+                },
+                "ioConfig": {"type": "index_parallel", "inputSource": input_source,
+                             "inputFormat": {"type": "json"}}
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn druid_input_sources_read_time_from_time_column_only_when_configured() {
+        let druid = json!({"type": "druid", "dataSource": "ds", "interval": "2015/2016"});
+        let on = InputSourceConfig {
+            ignore_timestamp_spec_for_druid_input_source: true,
+            ..InputSourceConfig::default()
+        };
+        let ts = with_druid_time_compat(spec(druid.clone()), &on)
+            .spec
+            .data_schema
+            .timestamp_spec;
+        assert_eq!(
+            (ts.column.as_str(), ts.format.as_str()),
+            ("__time", "millis")
+        );
+        // Off (the default): the spec's timestampSpec stands.
+        let ts = with_druid_time_compat(spec(druid), &InputSourceConfig::default())
+            .spec
+            .data_schema
+            .timestamp_spec;
+        assert_eq!(
+            (ts.column.as_str(), ts.format.as_str()),
+            ("timestamp", "iso")
+        );
+        // Other input sources are never changed.
+        let ts = with_druid_time_compat(spec(json!({"type": "inline", "data": "{}"})), &on)
+            .spec
+            .data_schema
+            .timestamp_spec;
+        assert_eq!(ts.column, "timestamp");
+    }
 }

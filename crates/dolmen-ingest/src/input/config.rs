@@ -9,6 +9,7 @@
 //! | `service.s3.endpoint` | AWS | S3 endpoint URL (e.g. `http://127.0.0.1:9000` for a local S3-compatible server) |
 //! | `service.s3.region` | `AWS_REGION` or `us-east-1` | S3 region |
 //! | `service.s3.accessKey`, `service.s3.secretKey` | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` | S3 credentials |
+//! | `service.indexer.task.ignoreTimestampSpecForDruidInputSource` | `false` | `true`: a task reading the `druid` input source takes each row's time from `__time` and ignores its `timestampSpec` (Druid's `druid.indexer.task.ignoreTimestampSpecForDruidInputSource`, the pre-0.22 behaviour some of Druid's re-indexing tutorials rely on) |
 //!
 //! # Why hosts are denied by default
 //! Anyone who may submit a task chooses the URLs the server fetches. Without a host allow-list
@@ -46,6 +47,10 @@ pub const PROP_S3_REGION: &str = "service.s3.region";
 pub const PROP_S3_ACCESS_KEY: &str = "service.s3.accessKey";
 /// Property: default S3 secret key.
 pub const PROP_S3_SECRET_KEY: &str = "service.s3.secretKey";
+/// Property: the `druid` input source ignores `timestampSpec` and reads `__time` (Druid's
+/// `druid.indexer.task.ignoreTimestampSpecForDruidInputSource`).
+pub const PROP_IGNORE_TIMESTAMP_SPEC_FOR_DRUID_INPUT_SOURCE: &str =
+    "service.indexer.task.ignoreTimestampSpecForDruidInputSource";
 
 /// Settings of the remote input sources (see the module docs for the properties).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +59,9 @@ pub struct InputSourceConfig {
     pub http: HttpAccess,
     /// Server-side S3 defaults (a spec's `properties` and `endpointConfig` override them).
     pub s3: S3Defaults,
+    /// Whether tasks reading the `druid` input source ignore `timestampSpec` and take `__time`
+    /// (default `false`).
+    pub ignore_timestamp_spec_for_druid_input_source: bool,
 }
 
 impl Default for InputSourceConfig {
@@ -67,6 +75,7 @@ impl Default for InputSourceConfig {
                 allowed_headers: Vec::new(),
             },
             s3: S3Defaults::default(),
+            ignore_timestamp_spec_for_druid_input_source: false,
         }
     }
 }
@@ -250,6 +259,20 @@ impl InputSourceConfig {
             access_key: get(PROP_S3_ACCESS_KEY).map(str::to_string),
             secret_key: get(PROP_S3_SECRET_KEY).map(str::to_string),
         };
+        if let Some(v) = get(PROP_IGNORE_TIMESTAMP_SPEC_FOR_DRUID_INPUT_SOURCE) {
+            cfg.ignore_timestamp_spec_for_druid_input_source = match v.to_ascii_lowercase().as_str()
+            {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(invalid(
+                        PROP_IGNORE_TIMESTAMP_SPEC_FOR_DRUID_INPUT_SOURCE,
+                        v,
+                        "expected true or false".to_string(),
+                    ));
+                }
+            };
+        }
         Ok(cfg)
     }
 
@@ -469,6 +492,21 @@ mod tests {
         assert_eq!(c.s3.endpoint.as_deref(), Some("http://127.0.0.1:5000"));
         assert_eq!(c.s3.region.as_deref(), Some("eu-west-1"));
         assert_eq!(c.s3.access_key, None);
+        assert!(!c.ignore_timestamp_spec_for_druid_input_source);
         assert!(!input_source_config().http.allowed_protocols.is_empty());
+        let c = InputSourceConfig::from_properties(&Properties::parse(&format!(
+            "{PROP_IGNORE_TIMESTAMP_SPEC_FOR_DRUID_INPUT_SOURCE}=TRUE\n"
+        )))
+        .unwrap();
+        assert!(c.ignore_timestamp_spec_for_druid_input_source);
+        let e = InputSourceConfig::from_properties(&Properties::parse(&format!(
+            "{PROP_IGNORE_TIMESTAMP_SPEC_FOR_DRUID_INPUT_SOURCE}=yes\n"
+        )))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(PROP_IGNORE_TIMESTAMP_SPEC_FOR_DRUID_INPUT_SOURCE),
+            "{e}"
+        );
     }
 }

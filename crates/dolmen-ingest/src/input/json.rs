@@ -1,9 +1,32 @@
 //! Newline-delimited JSON reader: one object per line, blank lines skipped, malformed lines
 //! reported with their file and line number while reading continues.
+//!
+//! Each line is read as Druid's JSON line reader reads it: Jackson's `ObjectMapper.readValue`
+//! takes the first JSON value of the line and ignores what follows it
+//! (`FAIL_ON_TRAILING_TOKENS` is off by default), so `{"a":1},` is the row `{"a":1}` (Druid's
+//! UNNEST tutorial writes its inline data that way). See [`parse_json_line`].
 
 use super::flatten::FlattenSpec;
 use super::format::{Line, LineReader, MAX_LINE_BYTES};
 use super::{InputRow, RowParseError};
+
+/// Parses the JSON value at the start of `line`, ignoring anything after it (see the module
+/// docs: Druid's JSON lines are read with Jackson's `readValue`, which stops after the first
+/// value). A line that does not start with a complete value is an error.
+///
+/// # Errors
+/// serde_json's error for the first value.
+pub fn parse_json_line<T: serde::de::DeserializeOwned>(line: &[u8]) -> serde_json::Result<T> {
+    match serde_json::Deserializer::from_slice(line)
+        .into_iter::<T>()
+        .next()
+    {
+        Some(value) => value,
+        None => Err(<serde_json::Error as serde::de::Error>::custom(
+            "expected a JSON value, found an empty line",
+        )),
+    }
+}
 
 /// Longest raw line kept in a [`RowParseError`].
 const MAX_RAW_CHARS: usize = 64 * 1024;
@@ -77,7 +100,7 @@ impl Iterator for JsonLineRows {
             if line.is_empty() {
                 continue;
             }
-            return Some(match serde_json::from_slice::<InputRow>(line) {
+            return Some(match parse_json_line::<InputRow>(line) {
                 Ok(row) => Ok(match &self.flatten {
                     Some(f) => f.apply(row),
                     None => row,
@@ -134,6 +157,26 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(keys, vec!["z", "a", "m"]);
+    }
+
+    #[test]
+    fn trailing_characters_after_a_lines_object_are_ignored_as_in_druid() {
+        // The inline data of Druid's UNNEST tutorial (docs/tutorials/tutorial-unnest-arrays.md):
+        // objects separated by ",\n".
+        let rows = read(
+            "{\"t\":\"2000-01-01\",\"dim3\":[\"a\",\"b\"]},\n{\"t\":\"2000-01-02\"} trailing\n{\"t\":3}",
+            json!({"type": "json"}),
+        );
+        assert_eq!(
+            rows,
+            vec![
+                Ok(json!({"t": "2000-01-01", "dim3": ["a", "b"]})),
+                Ok(json!({"t": "2000-01-02"})),
+                Ok(json!({"t": 3})),
+            ]
+        );
+        // A line that does not start with a whole value is still an error.
+        assert!(read("{\"t\": }, {}\n", json!({"type": "json"}))[0].is_err());
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub use config::{InputSourceConfig, input_source_config, set_input_source_config
 pub use context::{InputContext, SegmentAccess};
 pub use flatten::FlattenSpec;
 pub use format::{InputFormat, RowReader};
+pub use json::parse_json_line;
 pub use remote::{PasswordProvider, RemoteObject};
 pub use source::{INPUT_SOURCE_PATH, InputEntity, InputSource, open_rows};
 
