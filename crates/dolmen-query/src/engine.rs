@@ -822,7 +822,7 @@ fn explain_result(
 /// The Druid datasources a plan scans (tables of the `druid` schema), sorted, each once.
 /// Subqueries and joins are plan nodes like any other, so every scan is found.
 pub fn data_sources_read(plan: &LogicalPlan) -> Vec<String> {
-    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::common::tree_node::TreeNodeRecursion;
     let mut names = std::collections::BTreeSet::new();
     // Visiting a plan cannot fail; `apply` only reports the closure's errors.
     let _ = plan.apply_with_subqueries(|node| {

@@ -307,7 +307,10 @@ async fn results_name_the_datasources_read_and_the_planning_time() {
         ("SELECT COUNT(*) FROM rt", vec!["rt"]),
         // Twice: the second run comes from the plan cache.
         ("SELECT COUNT(*) FROM rt", vec!["rt"]),
-        ("SELECT a.page FROM rt a JOIN druid.rt b ON a.page = b.page", vec!["rt"]),
+        (
+            "SELECT a.page FROM rt a JOIN druid.rt b ON a.page = b.page",
+            vec!["rt"],
+        ),
         (
             "SELECT COUNT(*) FROM rt WHERE page IN (SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES)",
             vec!["rt"],
