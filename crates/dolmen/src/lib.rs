@@ -103,6 +103,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         SegmentCache::new(&data.join("segment-cache"), deep.clone())
             .context("cannot open the segment cache")?,
     );
+    let metrics = dolmen_metrics::Metrics::new(&config.metrics);
     let view = Arc::new(SegmentView::new(Arc::clone(&metadata)));
     view.refresh()
         .await
@@ -126,6 +127,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             capacity: config.worker_capacity,
             host: advertised_host(&config.host),
             port: addr.port(),
+            metrics: metrics.clone(),
         },
     )
     .await
@@ -169,6 +171,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     let supervisors = SupervisorManager::start(Arc::clone(&overlord), Arc::clone(&metadata))
         .await
         .context("cannot start the supervisors")?;
+    register_metric_sources(&metrics, &view, &cache, &overlord, &supervisors);
     let state = Arc::new(AppState {
         overlord,
         supervisors,
@@ -181,6 +184,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         queries: Arc::default(),
         results,
         lookups: Arc::clone(&lookups),
+        metrics,
     });
 
     let http_shutdown = CancellationToken::new();
@@ -241,6 +245,40 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         background,
         background_shutdown,
     })
+}
+
+/// What every scrape computes ([`dolmen_metrics::Metrics::add_source`]): segment counts and
+/// sizes from the live view, segment cache bytes, task slots, stream lag; and the running
+/// tasks' ingestion counters are brought up to date first.
+fn register_metric_sources(
+    metrics: &dolmen_metrics::Metrics,
+    view: &Arc<SegmentView>,
+    cache: &Arc<SegmentCache>,
+    overlord: &Arc<Overlord>,
+    supervisors: &Arc<SupervisorManager>,
+) {
+    let (view, cache) = (Arc::clone(view), Arc::clone(cache));
+    // Weak: the overlord holds the metrics, which hold this source (no cycle).
+    let overlord = Arc::downgrade(overlord);
+    let supervisors = Arc::downgrade(supervisors);
+    metrics.add_source(move |snap| {
+        if let Some(overlord) = overlord.upgrade() {
+            overlord.report_ingest_metrics();
+            let (total, used) = overlord.task_slots();
+            snap.task_slots(total as u64, used as u64);
+        }
+        for (ds, count, bytes) in view.segment_stats() {
+            snap.segments(&ds, count, bytes);
+        }
+        for (ds, bytes) in cache.used_bytes() {
+            snap.segment_cache(&ds, bytes);
+        }
+        if let Some(s) = supervisors.upgrade() {
+            for lag in s.stream_lags() {
+                snap.stream_lag(lag);
+            }
+        }
+    });
 }
 
 /// The stores of statement results: the task-report store under the data directory and, when
