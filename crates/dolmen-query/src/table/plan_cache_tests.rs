@@ -316,7 +316,7 @@ async fn results_name_the_datasources_read_and_the_planning_time() {
             vec!["rt"],
         ),
         ("SELECT 1", vec![]),
-        ("SELECT COUNT(*) FROM sys.segments", vec![]),
+        ("SELECT COUNT(*) FROM INFORMATION_SCHEMA.TABLES", vec![]),
         ("EXPLAIN PLAN FOR SELECT COUNT(*) FROM rt", vec!["rt"]),
     ] {
         let r = read(sql).await;
