@@ -267,10 +267,13 @@ const SQL_HANDLE_CACHE: usize = 4096;
 /// `scan`, ...); Dolmen runs SQL on DataFusion with no native query, so every query is `sql`.
 pub const QUERY_TYPE: &str = "sql";
 
+/// A scrape-time source (see [`Metrics::add_source`]).
+type Source = Box<dyn Fn(&mut Snapshot) + Send + Sync>;
+
 struct Inner {
     registry: Registry,
     scrape: Mutex<()>,
-    sources: RwLock<Vec<Box<dyn Fn(&mut Snapshot) + Send + Sync>>>,
+    sources: RwLock<Vec<Source>>,
     snapshot: Arc<Mutex<Snapshot>>,
     query_time: HistogramFamily<L2>,
     query_bytes: Family<L2, Counter>,
