@@ -2,8 +2,8 @@
 //! response has been written out.
 //!
 //! Every request to `POST /v2/sql` and to the async statement endpoints (`/v2/sql/statements`,
-//! `/v2/sql/task`) whose body reads as a SQL request becomes a [`SqlRequestLog`]. Its response
-//! body is wrapped in a [`RecordedBody`], which counts the bytes handed to the connection and,
+//! `/v2/sql/task`) whose body reads as a SQL request becomes a `SqlRequestLog`. Its response
+//! body is wrapped in a `RecordedBody`, which counts the bytes handed to the connection and,
 //! when the body is done (its last byte written, an error cut it short, or the client went
 //! away), records the metrics ([`dolmen_metrics::Metrics::record_sql_query`]) and writes the
 //! log line. A request whose body is not a SQL request at all (no Content-Type, malformed JSON,
