@@ -125,6 +125,16 @@ pub(crate) struct SqlRequestLog {
     context: Map<String, Value>,
     /// Set once planning finished (by the query task for `/v2/sql`).
     planned: Arc<OnceLock<Planned>>,
+    /// Recorded already (a record is written once).
+    finished: bool,
+}
+
+/// A request whose handler was dropped before it answered (the client went away while the
+/// query was planned or ran) is recorded as interrupted, with no bytes written.
+impl Drop for SqlRequestLog {
+    fn drop(&mut self) {
+        self.finish(0, Some(Failure::client_gone()));
+    }
 }
 
 impl SqlRequestLog {
@@ -150,6 +160,7 @@ impl SqlRequestLog {
             sql: q.query.clone(),
             context: q.context.clone().unwrap_or_default(),
             planned: Arc::default(),
+            finished: false,
         }
     }
 
@@ -195,8 +206,11 @@ impl SqlRequestLog {
         })
     }
 
-    /// Records the metrics and writes the log line.
-    fn finish(self, bytes: u64, failure: Option<Failure>) {
+    /// Records the metrics and writes the log line, once.
+    fn finish(&mut self, bytes: u64, failure: Option<Failure>) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
         let time = self.started.elapsed();
         let planned = self.planned.get();
         self.metrics.record_sql_query(&SqlQueryReport {
@@ -212,7 +226,7 @@ impl SqlRequestLog {
         if !tracing::enabled!(target: "dolmen::request", tracing::Level::INFO) {
             return;
         }
-        let mut context = self.context;
+        let mut context = std::mem::take(&mut self.context);
         context.insert("sqlQueryId".into(), json!(self.query_id));
         let mut stats = json!({
             "sqlQuery/time": time.as_millis() as u64,
@@ -231,7 +245,7 @@ impl SqlRequestLog {
                 stats["reason"] = json!(f.exception);
             }
         }
-        let query = json!({"query": self.sql, "context": stats["context"]});
+        let query = json!({"query": std::mem::take(&mut self.sql), "context": stats["context"]});
         let line = format!(
             "{}\t{}\t{}\t{}",
             dolmen_common::time::format_iso_millis(self.started_ms),
@@ -308,7 +322,9 @@ impl HttpBody for RecordedBody {
 
 impl Drop for RecordedBody {
     fn drop(&mut self) {
-        let Some(log) = self.log.take() else { return };
+        let Some(mut log) = self.log.take() else {
+            return;
+        };
         let failure = match self.failure.take() {
             Some(f) => Some(f),
             None if self.done => None,

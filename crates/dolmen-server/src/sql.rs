@@ -356,8 +356,8 @@ struct Chunk {
 /// leave in one piece, large ones stream in pieces of about this size (bytes).
 const SEND_BYTES: usize = 64 * 1024;
 
-/// Runs a query until it ends, is cancelled, or passes its `timeout`; the latter two drop the
-/// execution (stopping its work) and send the matching error.
+/// Runs a query until it ends, is cancelled, passes its `timeout`, or its client goes away; all
+/// but the first drop the execution (stopping its work), cancel and timeout send their error.
 async fn supervise(
     engine: Arc<dolmen_query::QueryEngine>,
     q: SqlQuery,
@@ -375,8 +375,12 @@ async fn supervise(
             None => std::future::pending().await,
         }
     };
+    let gone = tx.clone();
     let stopped = tokio::select! {
         () = run_query(engine, q, prepared, tx.clone(), planned) => None,
+        // The client went away (the handler, and with it the receiver, was dropped): stop the
+        // work even while no batch is ready to send (an aggregate over a long scan).
+        () = gone.closed() => None,
         () = cancel.cancelled() => Some(QueryError::Cancelled(format!("Query [{id}] was cancelled"))),
         () = timeout => Some(QueryError::Timeout(format!("Query [{id}] timed out"))),
     };

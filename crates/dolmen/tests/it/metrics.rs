@@ -380,12 +380,38 @@ fn ingestion_queries_and_statements_move_the_metrics_by_exact_amounts() {
     let (code, len) = running.join().unwrap();
     assert_eq!(code, 500);
     sent.push(("m-cancel", len));
+    // A client that gives up before the answer: its query is interrupted, nothing written.
+    let impatient = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let gone = impatient
+        .post(format!("{}/druid/v2/sql", server.url))
+        .json(&json!({"query": ENDLESS, "context": {"sqlQueryId": "m-gone"}}))
+        .send();
+    assert!(gone.is_err(), "{gone:?}");
+    sent.push(("m-gone", 0));
+    // ... and its work stops (it would run for minutes): within a few seconds the server
+    // burns next to no CPU.
+    let mut used = f64::MAX;
+    for _ in 0..8 {
+        let before = crate::sql_api::cpu_seconds(&server);
+        std::thread::sleep(Duration::from_secs(1));
+        used = crate::sql_api::cpu_seconds(&server) - before;
+        if used < 0.3 {
+            break;
+        }
+    }
+    assert!(
+        used < 0.3,
+        "{used:.2} CPU s per second after the client left"
+    );
     let (code, _, _) = server.sql_raw(&json!({"nope": 1}));
     assert_eq!(code, 400, "not a SQL request");
     let len_of = |id: &str| sent.iter().find(|(i, _)| *i == id).unwrap().1 as f64;
 
-    let m2 = server.scrape_until("six queries recorded", |s| {
-        delta(&m1, s, "druid_query_count_total", &[]) >= 6.0
+    let m2 = server.scrape_until("seven queries recorded", |s| {
+        delta(&m1, s, "druid_query_count_total", &[]) >= 7.0
     });
     let d = |name: &str, labels: &[(&str, &str)]| delta(&m1, &m2, name, labels);
     assert!(m2.text.contains("# TYPE druid_query_time histogram\n"));
@@ -393,33 +419,35 @@ fn ingestion_queries_and_statements_move_the_metrics_by_exact_amounts() {
         m2.text
             .contains("# HELP druid_query_time Seconds taken to complete a query.\n")
     );
-    assert_eq!(d("druid_query_count_total", &[]), 6.0);
+    assert_eq!(d("druid_query_count_total", &[]), 7.0);
     assert_eq!(d("druid_query_success_count_total", &[]), 3.0);
     assert_eq!(d("druid_query_failed_count_total", &[]), 1.0);
     assert_eq!(d("druid_query_timeout_count_total", &[]), 1.0);
-    assert_eq!(d("druid_query_interrupted_count_total", &[]), 1.0);
-    // query/*: dataSource is the one name, `type` is sql; two queries ran on metrics_ds, two
+    assert_eq!(d("druid_query_interrupted_count_total", &[]), 2.0);
+    // query/*: dataSource is the one name, `type` is sql; two queries ran on metrics_ds, three
     // (those stopped) on wikipedia, one on no datasource (Druid's `[]`, sanitized `_`).
     let q = [("dataSource", "metrics_ds"), ("type", "sql")];
     let wiki = [("dataSource", "wikipedia"), ("type", "sql")];
     let none = [("dataSource", "_"), ("type", "sql")];
     assert_eq!(d("druid_query_time_count", &q), 2.0);
-    assert_eq!(d("druid_query_time_count", &wiki), 2.0);
+    assert_eq!(d("druid_query_time_count", &wiki), 3.0);
     assert_eq!(d("druid_query_time_count", &none), 1.0);
     let ds_bytes = len_of("m-count") + len_of("m-pages");
     let wiki_bytes = len_of("m-slow") + len_of("m-cancel");
     assert_eq!(d("druid_query_bytes_total", &q), ds_bytes);
     assert_eq!(d("druid_query_bytes_total", &wiki), wiki_bytes);
     assert_eq!(d("druid_query_bytes_total", &none), len_of("m-one"));
-    // The query past its 200 ms timeout ran for longer than the first bucket (0.1 s).
+    // The query past its 200 ms timeout and the one whose client gave up after 500 ms ran for
+    // longer than the first bucket (0.1 s).
     let le = |b: &str| {
         d(
             "druid_query_time_bucket",
             &[("dataSource", "wikipedia"), ("le", b), ("type", "sql")],
         )
     };
-    assert_eq!(le("+Inf"), 2.0);
+    assert_eq!(le("+Inf"), 3.0);
     assert!(le("0.1") <= 1.0, "{}", m2.text);
+    assert!(le("0.25") <= 2.0, "{}", m2.text);
     // sqlQuery/*: dataSource is Druid's list text (`[metrics_ds]` -> `_metrics_ds_`); the
     // query that failed planning read no known datasource.
     let sq = [("dataSource", "_metrics_ds_")];
@@ -428,7 +456,7 @@ fn ingestion_queries_and_statements_move_the_metrics_by_exact_amounts() {
     assert_eq!(d("druid_sqlquery_planningtimems_count", &sq), 2.0);
     assert_eq!(d("druid_sqlquery_bytes_total", &sq), ds_bytes);
     let sq_wiki = [("dataSource", "_wikipedia_")];
-    assert_eq!(d("druid_sqlquery_time_count", &sq_wiki), 2.0);
+    assert_eq!(d("druid_sqlquery_time_count", &sq_wiki), 3.0);
     assert_eq!(d("druid_sqlquery_bytes_total", &sq_wiki), wiki_bytes);
     assert_eq!(d("druid_sqlquery_time_count", &unknown), 1.0);
     assert_eq!(d("druid_sqlquery_planningtimems_count", &unknown), 0.0);
@@ -438,7 +466,7 @@ fn ingestion_queries_and_statements_move_the_metrics_by_exact_amounts() {
     assert_eq!(d("druid_ingest_events_processed_total", &ds), 0.0);
 
     // The request log: one line per query, Druid's fields, bytes as written.
-    let lines = request_lines(&log, 6);
+    let lines = request_lines(&log, 7);
     let by_id: HashMap<String, &RequestLine> = lines
         .iter()
         .map(|l| {
@@ -466,7 +494,7 @@ fn ingestion_queries_and_statements_move_the_metrics_by_exact_amounts() {
         let ok = matches!(*id, "m-count" | "m-pages" | "m-one");
         assert_eq!(l.stats["success"], json!(ok), "{id}: {l:?}");
         assert_eq!(l.stats.get("exception").is_some(), !ok, "{id}: {l:?}");
-        let stopped = matches!(*id, "m-slow" | "m-cancel");
+        let stopped = matches!(*id, "m-slow" | "m-cancel" | "m-gone");
         assert_eq!(l.stats.get("interrupted").is_some(), stopped, "{id}: {l:?}");
     }
     let count = by_id["m-count"];
@@ -499,6 +527,13 @@ fn ingestion_queries_and_statements_move_the_metrics_by_exact_amounts() {
             .as_str()
             .unwrap()
             .starts_with("org.apache.druid.query.QueryInterruptedException"),
+    );
+
+    assert!(
+        by_id["m-gone"].stats["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the client closed the connection"),
     );
 
     // An async statement: sqlQuery/* and a log line for the submission, no query/*; its task
