@@ -8,6 +8,11 @@
 //! is the reverse of need: stop accepting HTTP requests, stop the overlord (running tasks are
 //! cancelled and recorded FAILED; publishing is atomic, so nothing is half-published), then
 //! close the metadata store.
+//!
+//! Metrics (`dolmen_metrics`, `service.emitter`) are created before the roles, which record
+//! into them; once the roles are up, the scrape-time sources (segment counts from the view,
+//! segment cache bytes, task slots and running tasks' counters from the overlord, supervisor
+//! lag) are registered. `GET /metrics` serves them.
 
 pub mod config;
 pub mod quickstart;
