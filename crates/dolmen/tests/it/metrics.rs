@@ -424,48 +424,9 @@ fn ingestion_queries_and_statements_move_the_metrics_by_exact_amounts() {
     assert_eq!(d("druid_query_failed_count_total", &[]), 1.0);
     assert_eq!(d("druid_query_timeout_count_total", &[]), 1.0);
     assert_eq!(d("druid_query_interrupted_count_total", &[]), 2.0);
-    // query/*: dataSource is the one name, `type` is sql; two queries ran on metrics_ds, three
-    // (those stopped) on wikipedia, one on no datasource (Druid's `[]`, sanitized `_`).
-    let q = [("dataSource", "metrics_ds"), ("type", "sql")];
-    let wiki = [("dataSource", "wikipedia"), ("type", "sql")];
-    let none = [("dataSource", "_"), ("type", "sql")];
-    assert_eq!(d("druid_query_time_count", &q), 2.0);
-    assert_eq!(d("druid_query_time_count", &wiki), 3.0);
-    assert_eq!(d("druid_query_time_count", &none), 1.0);
-    let ds_bytes = len_of("m-count") + len_of("m-pages");
-    let wiki_bytes = len_of("m-slow") + len_of("m-cancel");
-    assert_eq!(d("druid_query_bytes_total", &q), ds_bytes);
-    assert_eq!(d("druid_query_bytes_total", &wiki), wiki_bytes);
-    assert_eq!(d("druid_query_bytes_total", &none), len_of("m-one"));
-    // The query past its 200 ms timeout and the one whose client gave up after 500 ms ran for
-    // longer than the first bucket (0.1 s).
-    let le = |b: &str| {
-        d(
-            "druid_query_time_bucket",
-            &[("dataSource", "wikipedia"), ("le", b), ("type", "sql")],
-        )
-    };
-    assert_eq!(le("+Inf"), 3.0);
-    assert!(le("0.1") <= 1.0, "{}", m2.text);
-    assert!(le("0.25") <= 2.0, "{}", m2.text);
-    // sqlQuery/*: dataSource is Druid's list text (`[metrics_ds]` -> `_metrics_ds_`); the
-    // query that failed planning read no known datasource.
-    let sq = [("dataSource", "_metrics_ds_")];
-    let unknown = [("dataSource", "unknown")];
-    assert_eq!(d("druid_sqlquery_time_count", &sq), 2.0);
-    assert_eq!(d("druid_sqlquery_planningtimems_count", &sq), 2.0);
-    assert_eq!(d("druid_sqlquery_bytes_total", &sq), ds_bytes);
-    let sq_wiki = [("dataSource", "_wikipedia_")];
-    assert_eq!(d("druid_sqlquery_time_count", &sq_wiki), 3.0);
-    assert_eq!(d("druid_sqlquery_bytes_total", &sq_wiki), wiki_bytes);
-    assert_eq!(d("druid_sqlquery_time_count", &unknown), 1.0);
-    assert_eq!(d("druid_sqlquery_planningtimems_count", &unknown), 0.0);
-    assert_eq!(d("druid_sqlquery_bytes_total", &unknown), len_of("m-bad"));
-    assert_eq!(d("druid_sqlquery_time_count", &[("dataSource", "_")]), 1.0);
-    // Queries ingest nothing.
-    assert_eq!(d("druid_ingest_events_processed_total", &ds), 0.0);
-
-    // The request log: one line per query, Druid's fields, bytes as written.
+    // The three stopped queries were stopped after planning (almost always): their datasource
+    // is known; one stopped while it was still planning counts as `unknown`, like bad SQL. The
+    // request log says which (`sqlQuery/planningTimeMs` is -1 when planning did not finish).
     let lines = request_lines(&log, 7);
     let by_id: HashMap<String, &RequestLine> = lines
         .iter()
@@ -479,6 +440,62 @@ fn ingestion_queries_and_statements_move_the_metrics_by_exact_amounts() {
             )
         })
         .collect();
+    let planned = |id: &str| by_id[id].stats["sqlQuery/planningTimeMs"].as_i64().unwrap() >= 0;
+    let stopped = ["m-slow", "m-cancel", "m-gone"];
+    let (stopped_planned, stopped_unplanned): (Vec<&str>, Vec<&str>) =
+        stopped.iter().partition(|id| planned(id));
+    let n_planned = stopped_planned.len() as f64;
+    let bytes_of = |ids: &[&str]| ids.iter().map(|id| len_of(id)).sum::<f64>();
+    // query/*: dataSource is the one name, `type` is sql; two queries ran on metrics_ds, the
+    // stopped ones on wikipedia, one on no datasource (Druid's `[]`, sanitized `_`).
+    let q = [("dataSource", "metrics_ds"), ("type", "sql")];
+    let wiki = [("dataSource", "wikipedia"), ("type", "sql")];
+    let none = [("dataSource", "_"), ("type", "sql")];
+    assert_eq!(d("druid_query_time_count", &q), 2.0);
+    assert_eq!(d("druid_query_time_count", &wiki), n_planned);
+    assert_eq!(d("druid_query_time_count", &none), 1.0);
+    let ds_bytes = len_of("m-count") + len_of("m-pages");
+    let wiki_bytes = bytes_of(&stopped_planned);
+    assert_eq!(d("druid_query_bytes_total", &q), ds_bytes);
+    assert_eq!(d("druid_query_bytes_total", &wiki), wiki_bytes);
+    assert_eq!(d("druid_query_bytes_total", &none), len_of("m-one"));
+    // The query whose client gave up after 500 ms ran for longer than 0.25 s.
+    let le = |b: &str| {
+        d(
+            "druid_query_time_bucket",
+            &[("dataSource", "wikipedia"), ("le", b), ("type", "sql")],
+        )
+    };
+    assert_eq!(le("+Inf"), n_planned);
+    if planned("m-gone") {
+        assert!(le("0.25") <= n_planned - 1.0, "{}", m2.text);
+    }
+    // sqlQuery/*: dataSource is Druid's list text (`[metrics_ds]` -> `_metrics_ds_`); a query
+    // that failed planning read no known datasource.
+    let sq = [("dataSource", "_metrics_ds_")];
+    let unknown = [("dataSource", "unknown")];
+    assert_eq!(d("druid_sqlquery_time_count", &sq), 2.0);
+    assert_eq!(d("druid_sqlquery_planningtimems_count", &sq), 2.0);
+    assert_eq!(d("druid_sqlquery_bytes_total", &sq), ds_bytes);
+    let sq_wiki = [("dataSource", "_wikipedia_")];
+    assert_eq!(d("druid_sqlquery_time_count", &sq_wiki), n_planned);
+    assert_eq!(
+        d("druid_sqlquery_planningtimems_count", &sq_wiki),
+        n_planned
+    );
+    assert_eq!(d("druid_sqlquery_bytes_total", &sq_wiki), wiki_bytes);
+    let n_unknown = 1.0 + stopped_unplanned.len() as f64;
+    assert_eq!(d("druid_sqlquery_time_count", &unknown), n_unknown);
+    assert_eq!(d("druid_sqlquery_planningtimems_count", &unknown), 0.0);
+    assert_eq!(
+        d("druid_sqlquery_bytes_total", &unknown),
+        len_of("m-bad") + bytes_of(&stopped_unplanned)
+    );
+    assert_eq!(d("druid_sqlquery_time_count", &[("dataSource", "_")]), 1.0);
+    // Queries ingest nothing.
+    assert_eq!(d("druid_ingest_events_processed_total", &ds), 0.0);
+
+    // The request log: one line per query, Druid's fields, bytes as written.
     for (id, len) in &sent {
         let l = by_id
             .get(*id)
@@ -678,9 +695,11 @@ fn streaming_ingestion_moves_lag_persist_and_handoff_metrics() {
     let (code, _) = server.post_empty(&format!("/druid/indexer/v1/task/{batch}/shutdown"));
     assert_eq!(code, 200);
     let ds = [("dataSource", "mstream")];
-    // The running task's counters reach the metrics at the next scrape, before any handoff.
-    let live = server.scrape_until("100 rows processed", |s| {
+    // The running task's counters reach the metrics at the next scrape, before any handoff
+    // (rows count as processed while a hydrant is built, as persisted once it is).
+    let live = server.scrape_until("100 rows processed and persisted", |s| {
         s.get("druid_ingest_events_processed_total", &ds) == Some(100.0)
+            && s.get("druid_ingest_rows_output_total", &ds) == Some(100.0)
     });
     assert!(live.value("druid_ingest_persists_count_total", &ds) >= 1.0);
     assert_eq!(live.value("druid_ingest_rows_output_total", &ds), 100.0);
