@@ -13,6 +13,13 @@
 //! carries the version its segments get: the current time, bumped past any version already
 //! used in those intervals, so new data always overshadows old.
 //!
+//! Metrics (`dolmen_metrics`): a task that ends records `task/run/time` and
+//! `task/success/count` or `task/failed/count`; ingestion tasks' row counters feed
+//! `ingest/events/*`, `ingest/rows/output`, `ingest/persists/count` and `ingest/handoff/count`
+//! by datasource: what they moved since the last report is added at every scrape
+//! ([`Overlord::report_ingest_metrics`]) and when the task ends, so the counters follow a
+//! running task without any per-row work. [`Overlord::task_slots`] gives the slot gauges.
+//!
 //! Restart: tasks found RUNNING in the metadata store at start-up were interrupted by a crash or
 //! kill; they are marked FAILED with an error message saying so, and their locks are released.
 //! Nothing they wrote is visible, because publishing is their last, atomic step.
@@ -41,6 +48,7 @@ use dolmen_metadata::{
     MetadataError, MetadataStore, RunnerStatus, TaskFilter, TaskLocation, TaskLockRecord,
     TaskRecord, TaskState, TaskStatusUpdate,
 };
+use dolmen_metrics::{IngestCounts, Metrics};
 use dolmen_storage::{DeepStorage, SegmentCache, SegmentView};
 use dolmen_stream::kafka::KafkaRecordSupplier;
 use dolmen_stream::task::{LogstreamTaskSpec, StreamTaskEnv, TaskControl, run_logstream_task};
@@ -106,6 +114,8 @@ pub struct OverlordConfig {
     pub host: String,
     /// Port reported in task locations.
     pub port: u16,
+    /// Where task and ingestion metrics go.
+    pub metrics: Metrics,
 }
 
 /// Live counters of a running task, by task kind.
@@ -118,6 +128,34 @@ enum Progress {
 }
 
 impl Progress {
+    /// The running totals of an ingestion task's counters (`None` for tasks that ingest no
+    /// rows this way: kill tasks, statements). Rows written by a batch task are added when it
+    /// publishes, not here.
+    fn ingest_counts(&self) -> Option<IngestCounts> {
+        let rows = |s: &RowStats| IngestCounts {
+            processed: s.processed.load(std::sync::atomic::Ordering::Relaxed),
+            processed_with_error: s
+                .processed_with_error
+                .load(std::sync::atomic::Ordering::Relaxed),
+            unparseable: s.unparseable.load(std::sync::atomic::Ordering::Relaxed),
+            thrown_away: s.thrown_away.load(std::sync::atomic::Ordering::Relaxed),
+            ..IngestCounts::default()
+        };
+        match self {
+            Progress::Index(s) => Some(rows(s)),
+            Progress::Stream(c) => {
+                let (persists, rows_output) = c.persisted();
+                Some(IngestCounts {
+                    persists,
+                    rows_output,
+                    handoffs: c.published().0,
+                    ..rows(&c.stats)
+                })
+            }
+            Progress::Kill(_) | Progress::Controller(_) => None,
+        }
+    }
+
     fn for_spec(spec: &TaskSpec) -> Progress {
         match spec {
             TaskSpec::Logstream(s) => {
@@ -166,6 +204,8 @@ struct LiveTask {
     progress: Progress,
     data_source: String,
     runner_status: RunnerStatus,
+    /// The highest ingestion counters already added to the metrics.
+    reported: IngestCounts,
 }
 
 #[derive(Debug, Clone)]
@@ -333,6 +373,7 @@ impl Overlord {
                 progress: progress.clone(),
                 data_source: record.data_source.clone(),
                 runner_status: RunnerStatus::Waiting,
+                reported: IngestCounts::default(),
             },
         );
         let this = Arc::clone(self);
@@ -414,6 +455,14 @@ impl Overlord {
             }
             self.preload(spec.data_source()).await;
         }
+        // Metrics before the final status: a client that saw the task end sees its counts.
+        self.report_ingest_metrics();
+        self.config.metrics.record_task(
+            spec.data_source(),
+            spec.task_type(),
+            status == TaskState::Success,
+            std::time::Duration::from_millis(u64::try_from(now_millis() - created_ms).unwrap_or(0)),
+        );
         let report = progress.report(&id, Some(error.as_deref().map_or(Ok(()), Err)));
         if let Err(e) = self.metadata.set_task_report(&id, &report).await {
             tracing::error!(error = %e, "cannot store task report");
@@ -433,6 +482,30 @@ impl Overlord {
         self.live.lock().expect("live lock").remove(&id);
         self.logs.close(&id);
         let _ = self.finished.send(id);
+    }
+
+    /// Adds to the ingestion metrics what the row counters of every live task moved since the
+    /// last report (see [`IngestCounts::advance`]): called at every scrape and when a task
+    /// ends. The lock on the live tasks is held briefly, never across an await.
+    pub fn report_ingest_metrics(&self) {
+        if !self.config.metrics.is_enabled() {
+            return;
+        }
+        let mut live = self.live.lock().expect("live lock");
+        for t in live.values_mut() {
+            if let Some(current) = t.progress.ingest_counts() {
+                let delta = IngestCounts::advance(&mut t.reported, &current);
+                if !delta.is_zero() {
+                    self.config.metrics.add_ingest(&t.data_source, &delta);
+                }
+            }
+        }
+    }
+
+    /// Task slots: the runner's capacity and how many slots run a task now.
+    pub fn task_slots(&self) -> (usize, usize) {
+        let total = self.config.capacity.max(1);
+        (total, total.saturating_sub(self.slots.available_permits()))
     }
 
     /// True while a task is queued or running in this process.
@@ -562,6 +635,13 @@ impl Overlord {
             lock_version: version,
         };
         let segments = run_index_task(&env, spec).await?;
+        self.config.metrics.add_ingest(
+            spec.data_source(),
+            &IngestCounts {
+                rows_output: segments.iter().map(|s| s.num_rows).sum(),
+                ..IngestCounts::default()
+            },
+        );
         Ok(segments.len())
     }
 
@@ -912,6 +992,7 @@ mod tests {
                 capacity: 2,
                 host: "localhost".into(),
                 port: 8888,
+                metrics: Metrics::default(),
             },
         )
         .await

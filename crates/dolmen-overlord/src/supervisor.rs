@@ -625,11 +625,7 @@ impl SupervisorManager {
             .flat_map(|g| g.tasks.iter().map(move |t| (g, t)))
             .map(|(g, t)| task_obj(g, t, "PUBLISHING").0)
             .collect();
-        let minimum_lag: BTreeMap<i32, i64> = st
-            .latest
-            .iter()
-            .map(|(p, l)| (*p, (l - current_all.get(p).copied().unwrap_or(*l)).max(0)))
-            .collect();
+        let minimum_lag = minimum_lag(&st.latest, &current_all);
         let aggregate: i64 = minimum_lag.values().sum();
         Ok(json!({
             "id": id,
@@ -653,6 +649,50 @@ impl SupervisorManager {
                 "recentErrors": st.recent_errors.iter().cloned().collect::<Vec<_>>(),
             }
         }))
+    }
+
+    /// The lag of every running (not suspended) supervisor that has read its stream's latest
+    /// offsets: per partition, the latest offset minus the furthest offset its reading tasks
+    /// have reached (the `minimumLag` of the status report). Computed from what the run loop
+    /// and the live tasks already hold: nothing is asked of the stream.
+    pub fn stream_lags(&self) -> Vec<dolmen_metrics::StreamLag> {
+        let sups: Vec<Arc<Supervisor>> = self
+            .supervisors
+            .lock()
+            .expect("supervisors lock")
+            .values()
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for sup in sups {
+            let spec = sup.spec.lock().expect("spec lock").clone();
+            if spec.suspended {
+                continue;
+            }
+            let st = sup.state.lock().expect("state lock");
+            if st.latest.is_empty() {
+                continue;
+            }
+            let mut current: BTreeMap<i32, i64> = BTreeMap::new();
+            for g in st.reading.values() {
+                for t in &g.tasks {
+                    let offsets = self
+                        .overlord
+                        .stream_control(t)
+                        .map_or_else(|| g.start.clone(), |c| c.current_offsets());
+                    for (p, o) in offsets {
+                        let e = current.entry(p).or_insert(o);
+                        *e = (*e).max(o);
+                    }
+                }
+            }
+            out.push(dolmen_metrics::StreamLag {
+                data_source: spec.data_source.clone(),
+                stream: spec.io.topic.clone(),
+                partitions: minimum_lag(&st.latest, &current),
+            });
+        }
+        out
     }
 
     /// Ingestion stats (`GET /{id}/stats`): per task group, per task, moving averages of the
@@ -1159,6 +1199,15 @@ fn counters(s: &dolmen_ingest::RowStats) -> [u64; 5] {
         s.thrown_away.load(Relaxed),
         s.processed_with_error.load(Relaxed),
     ]
+}
+
+/// Per partition: the latest offset minus the furthest one read (`current`), never negative; a
+/// partition no task reads has no lag (Druid's `minimumLag`).
+fn minimum_lag(latest: &BTreeMap<i32, i64>, current: &BTreeMap<i32, i64>) -> BTreeMap<i32, i64> {
+    latest
+        .iter()
+        .map(|(p, l)| (*p, (l - current.get(p).copied().unwrap_or(*l)).max(0)))
+        .collect()
 }
 
 fn history_entry(r: &SupervisorRecord) -> Value {

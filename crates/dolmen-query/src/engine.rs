@@ -339,6 +339,12 @@ pub struct QueryResult {
     pub stream: SendableRecordBatchStream,
     /// Time zone for rendering TIMESTAMP values (`sqlTimeZone`).
     pub time_zone: Zone,
+    /// The Druid datasources the query reads, sorted, each once (`sys`, `INFORMATION_SCHEMA`
+    /// and lookup tables are not datasources): what query metrics label `dataSource`.
+    pub data_sources: Vec<String>,
+    /// Time spent planning: from [`QueryEngine::execute_prepared`]'s start to the stream
+    /// (logical planning or the plan cache, optimization, physical planning).
+    pub planning: Duration,
 }
 
 impl std::fmt::Debug for QueryResult {
@@ -346,6 +352,8 @@ impl std::fmt::Debug for QueryResult {
         f.debug_struct("QueryResult")
             .field("schema", &self.schema)
             .field("time_zone", &self.time_zone)
+            .field("data_sources", &self.data_sources)
+            .field("planning", &self.planning)
             .finish()
     }
 }
@@ -653,6 +661,7 @@ impl QueryEngine {
     /// # Errors
     /// Planning errors, and errors starting execution.
     pub async fn execute_prepared(&self, p: &PreparedQuery) -> Result<QueryResult, QueryError> {
+        let started = std::time::Instant::now();
         let time_zone = p.time_zone;
         let plan_err = |e| QueryError::from_datafusion(e, true);
         let key = p.plan_key();
@@ -667,7 +676,9 @@ impl QueryEngine {
             None => {
                 let (state, plan) = self.plan_state(self.query_state(), p).await?;
                 if p.sql.explain {
-                    return explain_result(&state, &plan, time_zone);
+                    let mut r = explain_result(&state, &plan, time_zone)?;
+                    r.planning = started.elapsed();
+                    return Ok(r);
                 }
                 let optimized = Arc::new(state.optimize(&plan).map_err(plan_err)?);
                 if let Some(key) = key {
@@ -693,6 +704,8 @@ impl QueryEngine {
             schema,
             stream,
             time_zone,
+            data_sources: data_sources_read(&optimized),
+            planning: started.elapsed(),
         })
     }
 
@@ -801,7 +814,26 @@ fn explain_result(
         schema: out_schema,
         stream: Box::pin(stream),
         time_zone,
+        data_sources: data_sources_read(&optimized),
+        planning: Duration::ZERO,
     })
+}
+
+/// The Druid datasources a plan scans (tables of the `druid` schema), sorted, each once.
+/// Subqueries and joins are plan nodes like any other, so every scan is found.
+pub fn data_sources_read(plan: &LogicalPlan) -> Vec<String> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let mut names = std::collections::BTreeSet::new();
+    // Visiting a plan cannot fail; `apply` only reports the closure's errors.
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node
+            && matches!(scan.table_name.schema(), None | Some("druid"))
+        {
+            names.insert(scan.table_name.table().to_string());
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    names.into_iter().collect()
 }
 
 /// Converts a request parameter to a literal (`SqlParameter.java` types).

@@ -185,6 +185,7 @@ pub async fn run(
             target_rows_per_segment: Some(rows_per_segment),
             max_rows_per_segment: None,
             assume_grouped: None,
+            max_total_rows: None,
         };
         let work = task.env.work_dir.clone();
         let cancel = task.env.cancel.clone();
@@ -256,11 +257,15 @@ pub async fn run(
 }
 
 /// Checks an `INSERT` / `REPLACE` statement before it is queued: its `SELECT` plans, produces
-/// `__time`, has only storable column types and its `CLUSTERED BY` columns exist.
+/// `__time`, has only storable column types and its `CLUSTERED BY` columns exist. Returns the
+/// datasources the `SELECT` reads (sorted; see [`crate::engine::data_sources_read`]).
 ///
 /// # Errors
 /// Planning errors and [`QueryError::InvalidInput`] naming the problem.
-pub async fn validate(engine: &QueryEngine, prepared: &PreparedQuery) -> Result<(), QueryError> {
+pub async fn validate(
+    engine: &QueryEngine,
+    prepared: &PreparedQuery,
+) -> Result<Vec<String>, QueryError> {
     let dml = prepared
         .dml()
         .ok_or_else(|| QueryError::InvalidInput("not an INSERT or REPLACE statement".into()))?;
@@ -269,7 +274,7 @@ pub async fn validate(engine: &QueryEngine, prepared: &PreparedQuery) -> Result<
     let clustered_by =
         resolve_clustered_by(plan.schema(), &dml.clustered_by).map_err(QueryError::InvalidInput)?;
     IngestShape::of(plan.schema(), &metrics, &clustered_by).map_err(QueryError::InvalidInput)?;
-    Ok(())
+    Ok(crate::engine::data_sources_read(&plan))
 }
 
 /// `CLUSTERED BY` items as output column names: a 1-based ordinal of the select list becomes

@@ -4,7 +4,9 @@
 //! Every API route answers under `/service/...` (canonical, spec) and under `/druid/...` (for
 //! Druid clients). Handlers always write `X-Service-*` response headers; a middleware on the
 //! `/druid` tree renames them to `X-Druid-*`. `/status` and `/status/health` live at the root,
-//! as in Druid.
+//! as in Druid, and so does `/metrics` (Prometheus exposition, [`dolmen_metrics`]).
+//!
+//! SQL requests are measured and written to the SQL request log ([`request_log`]).
 //!
 //! Handlers are thin: they parse and validate the request at the edge and call the overlord or
 //! the query engine.
@@ -13,6 +15,7 @@ pub mod coordinator;
 pub mod error;
 pub mod lookups;
 pub mod paths;
+pub mod request_log;
 pub mod sql;
 pub mod statements;
 pub mod supervisors;
@@ -69,6 +72,8 @@ pub struct AppState {
     pub supervisors: Arc<dolmen_overlord::supervisor::SupervisorManager>,
     /// Lookups: their configuration and the tables queries read.
     pub lookups: Arc<dolmen_lookup::LookupManager>,
+    /// Metrics (inert with `service.emitter=noop`).
+    pub metrics: dolmen_metrics::Metrics,
 }
 
 impl AppState {
@@ -275,6 +280,44 @@ fn process_memory() -> Option<serde_json::Value> {
     }))
 }
 
+/// `GET /metrics`: every metric in the Prometheus text format, or OpenMetrics when the
+/// scraper's `Accept` asks for it (Prometheus does); 404 when metrics are off
+/// (`service.emitter=noop`).
+async fn metrics(
+    axum::extract::State(state): axum::extract::State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
+    req_uri: axum::http::Uri,
+) -> Response {
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = dolmen_metrics::Format::from_accept(accept);
+    // Encoding reads /proc and walks the timelines: off the reactor.
+    let m = state.metrics.clone();
+    let encoded = tokio::task::spawn_blocking(move || m.encode(format))
+        .await
+        .ok()
+        .flatten();
+    match encoded {
+        Some(text) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                HeaderValue::from_static(format.content_type()),
+            )],
+            text,
+        )
+            .into_response(),
+        None => error::ResourceError::new(
+            404,
+            format!(
+                "no such resource: GET {} (metrics are off: service.emitter=noop)",
+                req_uri.path()
+            ),
+        )
+        .into_response(),
+    }
+}
+
 async fn health() -> Json<bool> {
     Json(true)
 }
@@ -296,6 +339,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(paths::STATUS, get(status))
         .route(paths::STATUS_HEALTH, get(health))
         .route(paths::STATUS_SELF_DISCOVERED, get(self_discovered))
+        .route(paths::METRICS, get(metrics))
         .nest(paths::SERVICE_PREFIX, api_routes())
         .nest(
             paths::DRUID_PREFIX,

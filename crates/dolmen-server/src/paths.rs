@@ -12,6 +12,8 @@ pub const STATUS: &str = "/status";
 pub const STATUS_HEALTH: &str = "/status/health";
 /// `GET /status/selfDiscovered`.
 pub const STATUS_SELF_DISCOVERED: &str = "/status/selfDiscovered";
+/// `GET /metrics`: Prometheus exposition (404 with `service.emitter=noop`).
+pub const METRICS: &str = "/metrics";
 
 /// `POST /v2/sql`.
 pub const SQL: &str = "/v2/sql";

@@ -16,9 +16,14 @@
 //! is dropped at once, which stops DataFusion's work, and their clients get "Query cancelled"
 //! (or a truncated body when streaming had begun). The context `timeout` (ms) ends a query the
 //! same way with "Query timeout" (504).
+//!
+//! Every request that reads as a SQL query is measured and logged once its response is
+//! written ([`crate::request_log`]): the query metrics (`query/*`, `sqlQuery/*`) and a line of
+//! the SQL request log.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
@@ -31,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
 use crate::error::SqlError;
+use crate::request_log::{Failure, Planned, RemoteAddr, SqlRequestLog};
 
 /// A request that cannot become a query: its status (400 or 415) and the error.
 #[derive(Debug)]
@@ -215,9 +221,11 @@ fn form_decode(s: &str) -> String {
 /// DataFusion's work.
 pub(crate) async fn post_sql(
     State(state): State<Arc<AppState>>,
+    remote: RemoteAddr,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let started = Instant::now();
     let host = state.host_port();
     let q = match parse_request(&headers, &body) {
         Ok(q) => q,
@@ -227,21 +235,32 @@ pub(crate) async fn post_sql(
             return r;
         }
     };
+    let mut log = SqlRequestLog::new(
+        &state.metrics,
+        dolmen_metrics::SqlEndpoint::Sync,
+        started,
+        remote,
+        &q,
+    );
+    let failed = |log: SqlRequestLog, error: QueryError, host: String| {
+        let failure = Failure::of_query(&error);
+        let id = log.query_id.clone();
+        log.attach(
+            with_query_id(SqlError { error, host }.into_response(), &id),
+            Some(failure),
+        )
+    };
     let prepared = match state.engine.prepare(&q) {
         Ok(p) => p,
-        Err(error) => {
-            let id = q
-                .context_str("sqlQueryId")
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-            return with_query_id(SqlError { error, host }.into_response(), &id);
-        }
+        Err(error) => return failed(log, error, host),
     };
+    log.prepared(&prepared);
     if let Some(dml) = prepared.dml() {
         let error = QueryError::InvalidInput(format!(
             "{} operations are not supported by the synchronous SQL endpoint; submit the statement to /druid/v2/sql/task or to /druid/v2/sql/statements with context executionMode ASYNC",
             dml.kind.operation()
         ));
-        return with_query_id(SqlError { error, host }.into_response(), &prepared.query_id);
+        return failed(log, error, host);
     }
     let query_id = prepared.query_id.clone();
     let format = q.result_format.unwrap_or_default();
@@ -249,36 +268,60 @@ pub(crate) async fn post_sql(
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Chunk, QueryError>>(4);
     let engine = Arc::clone(&state.engine);
     let (cancel, registration) = state.queries.register(&query_id);
-    state
-        .query_runtime
-        .spawn(supervise(engine, q, prepared, tx, cancel, registration));
+    let planned = Planning {
+        slot: log.planned_slot(),
+        before: log.elapsed(),
+    };
+    state.query_runtime.spawn(supervise(
+        engine,
+        q,
+        prepared,
+        tx,
+        cancel,
+        registration,
+        planned,
+    ));
     // The first message decides the status: an error before any byte is a JSON error.
     let first = match rx.recv().await {
         // The whole answer in one piece: a plain body with its length, no chunked framing.
         Some(Ok(Chunk { bytes, last: true })) => {
-            return with_query_id(
+            let resp = with_query_id(
                 response_head(Response::new(Body::from(bytes)), format, header),
                 &query_id,
             );
+            return log.attach(resp, None);
         }
         Some(Ok(Chunk { bytes, last: false })) => bytes,
-        Some(Err(error)) => {
-            return with_query_id(SqlError { error, host }.into_response(), &query_id);
-        }
+        Some(Err(error)) => return failed(log, error, host),
         None => {
             let error = QueryError::Execution("the query task ended without a result".into());
-            return with_query_id(SqlError { error, host }.into_response(), &query_id);
+            return failed(log, error, host);
         }
     };
-    let rest = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(|item| {
+    let stream_error: Arc<Mutex<Option<QueryError>>> = Arc::default();
+    let told = Arc::clone(&stream_error);
+    let rest = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(move |item| {
         item.map(|c| c.bytes).map_err(|e| {
             tracing::warn!(error = %e, "sql query failed while streaming; truncating the response");
-            std::io::Error::other(e.to_string())
+            let io = std::io::Error::other(e.to_string());
+            *told.lock().expect("stream error lock") = Some(e);
+            io
         })
     });
     let head = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(first) });
     let resp = Response::new(Body::from_stream(head.chain(rest)));
-    with_query_id(response_head(resp, format, header), &query_id)
+    log.attach_streaming(
+        with_query_id(response_head(resp, format, header), &query_id),
+        None,
+        Some(stream_error),
+    )
+}
+
+/// Where the query task reports planning (see [`crate::request_log::Planned`]): the slot and
+/// the time already spent reading the request before the task started.
+struct Planning {
+    slot: Arc<OnceLock<Planned>>,
+    before: Duration,
 }
 
 /// Sets the headers of a successful answer: its Content-Type, and
@@ -313,8 +356,8 @@ struct Chunk {
 /// leave in one piece, large ones stream in pieces of about this size (bytes).
 const SEND_BYTES: usize = 64 * 1024;
 
-/// Runs a query until it ends, is cancelled, or passes its `timeout`; the latter two drop the
-/// execution (stopping its work) and send the matching error.
+/// Runs a query until it ends, is cancelled, passes its `timeout`, or its client goes away; all
+/// but the first drop the execution (stopping its work), cancel and timeout send their error.
 async fn supervise(
     engine: Arc<dolmen_query::QueryEngine>,
     q: SqlQuery,
@@ -322,6 +365,7 @@ async fn supervise(
     tx: tokio::sync::mpsc::Sender<Result<Chunk, QueryError>>,
     cancel: CancellationToken,
     registration: Registration,
+    planned: Planning,
 ) {
     let id = prepared.query_id.clone();
     let deadline = prepared.timeout;
@@ -331,8 +375,12 @@ async fn supervise(
             None => std::future::pending().await,
         }
     };
+    let gone = tx.clone();
     let stopped = tokio::select! {
-        () = run_query(engine, q, prepared, tx.clone()) => None,
+        () = run_query(engine, q, prepared, tx.clone(), planned) => None,
+        // The client went away (the handler, and with it the receiver, was dropped): stop the
+        // work even while no batch is ready to send (an aggregate over a long scan).
+        () = gone.closed() => None,
         () = cancel.cancelled() => Some(QueryError::Cancelled(format!("Query [{id}] was cancelled"))),
         () = timeout => Some(QueryError::Timeout(format!("Query [{id}] timed out"))),
     };
@@ -351,6 +399,7 @@ async fn run_query(
     q: SqlQuery,
     prepared: PreparedQuery,
     tx: tokio::sync::mpsc::Sender<Result<Chunk, QueryError>>,
+    planned: Planning,
 ) {
     let result = match engine.execute_prepared(&prepared).await {
         Ok(r) => r,
@@ -359,6 +408,10 @@ async fn run_query(
             return;
         }
     };
+    let _ = planned.slot.set(Planned {
+        data_sources: result.data_sources.clone(),
+        planning: planned.before + result.planning,
+    });
     let mut stream = result.stream;
     let mut writer = ResultWriter::new(
         q.result_format.unwrap_or_default(),

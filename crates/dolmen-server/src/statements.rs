@@ -8,10 +8,15 @@
 //! SUCCESS -> SUCCESS, FAILED (also cancelled) -> FAILED. Results are read back from the
 //! pages the task wrote ([`dolmen_query::statement`]), in any result format.
 //!
+//! A submission is measured and logged like a synchronous query ([`crate::request_log`]):
+//! `sqlQuery/*` metrics and a request log line for the `POST`, written once its response is;
+//! as in Druid, the `query/*` metrics are not emitted for it.
+//!
 //! Errors use Druid's `DruidException` shape `{error: "druidException", errorCode, persona,
 //! category, errorMessage, context}`; `POST` adds `errorClass` and `host`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
@@ -28,6 +33,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::AppState;
+use crate::request_log::{Failure, Planned, RemoteAddr, SqlRequestLog};
 
 /// A statement API error: status plus Druid's `DruidException` fields.
 #[derive(Debug)]
@@ -132,19 +138,19 @@ pub(crate) async fn enabled() -> Response {
     axum::Json(json!({"enabled": true})).into_response()
 }
 
-/// Reads and checks a statement request; `require_async` for the statements API.
-fn read_request(
-    headers: &HeaderMap,
-    body: &Bytes,
-    require_async: bool,
-) -> Result<SqlQuery, StatementError> {
-    let q = crate::sql::parse_request(headers, body).map_err(|e| {
+/// Reads a statement request's body (the synchronous endpoint's rules).
+fn read_request(headers: &HeaderMap, body: &Bytes) -> Result<SqlQuery, StatementError> {
+    crate::sql::parse_request(headers, body).map_err(|e| {
         if e.status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
             StatementError::unsupported_media(e.to_string())
         } else {
             StatementError::invalid_input(e.to_string())
         }
-    })?;
+    })
+}
+
+/// Checks a statement request's context; `require_async` for the statements API.
+fn check_request(q: &SqlQuery, require_async: bool) -> Result<(), StatementError> {
     let ctx = q.context.clone().unwrap_or_default();
     if require_async {
         match ctx.get("executionMode") {
@@ -167,7 +173,7 @@ fn read_request(
             "Query context parameter [resultFormat] is not allowed",
         ));
     }
-    Ok(q)
+    Ok(())
 }
 
 /// Plans the request and makes the `query_controller` payload; returns it with the status
@@ -175,11 +181,13 @@ fn read_request(
 async fn controller_payload(
     state: &AppState,
     q: &SqlQuery,
+    log: &mut SqlRequestLog,
 ) -> Result<(Value, Vec<Value>), StatementError> {
     let prepared: PreparedQuery = state
         .engine
         .prepare(q)
         .map_err(|e| StatementError::from_query(&e))?;
+    log.prepared(&prepared);
     let select_destination = match prepared.context.get("selectDestination") {
         None | Some(Value::Null) => Destination::TaskReport,
         Some(Value::String(s)) if s.eq_ignore_ascii_case("taskReport") => Destination::TaskReport,
@@ -199,9 +207,17 @@ async fn controller_payload(
     };
     let (destination, data_source, schema, names, sql_types, native_types) = match prepared.dml() {
         Some(dml) => {
-            dolmen_query::sql_ingest::validate(&state.engine, &prepared)
+            let mut data_sources = dolmen_query::sql_ingest::validate(&state.engine, &prepared)
                 .await
                 .map_err(|e| StatementError::from_query(&e))?;
+            // Druid names every resource of the statement: those read and the one written.
+            data_sources.push(dml.data_source.clone());
+            data_sources.sort();
+            data_sources.dedup();
+            let _ = log.planned_slot().set(Planned {
+                data_sources,
+                planning: log.elapsed(),
+            });
             let replace = match &dml.kind {
                 DmlKind::Insert => None,
                 DmlKind::Replace(Overwrite::All) => Some(vec![dolmen_common::Interval::ETERNITY]),
@@ -229,6 +245,10 @@ async fn controller_payload(
                 .plan(&prepared)
                 .await
                 .map_err(|e| StatementError::from_query(&e))?;
+            let _ = log.planned_slot().set(Planned {
+                data_sources: dolmen_query::engine::data_sources_read(&plan),
+                planning: log.elapsed(),
+            });
             let cols = column_infos(plan.schema().as_arrow());
             let schema = cols
                 .iter()
@@ -272,15 +292,15 @@ async fn controller_payload(
     Ok((payload, schema))
 }
 
-/// Reads, plans and queues a statement; returns its id, creation time (ms) and schema.
+/// Checks, plans and queues a statement; returns its id, creation time (ms) and schema.
 async fn submit(
     state: &AppState,
-    headers: &HeaderMap,
-    body: &Bytes,
+    q: &SqlQuery,
     require_async: bool,
+    log: &mut SqlRequestLog,
 ) -> Result<(String, i64, Vec<Value>), StatementError> {
-    let q = read_request(headers, body, require_async)?;
-    let (payload, schema) = controller_payload(state, &q).await?;
+    check_request(q, require_async)?;
+    let (payload, schema) = controller_payload(state, q, log).await?;
     let id = state
         .overlord
         .submit(payload)
@@ -295,35 +315,78 @@ async fn submit(
     Ok((id, created, schema))
 }
 
+/// Reads a statement request and submits it; the answer comes from `answer`. A request that
+/// reads as SQL is measured and logged ([`crate::request_log`]).
+async fn submit_and_answer(
+    state: &AppState,
+    remote: RemoteAddr,
+    headers: &HeaderMap,
+    body: &Bytes,
+    require_async: bool,
+    answer: impl FnOnce(String, i64, Vec<Value>) -> Response,
+) -> Response {
+    let started = Instant::now();
+    let q = match read_request(headers, body) {
+        Ok(q) => q,
+        Err(e) => return e.on_submit(&state.host_port()).into_response(),
+    };
+    let mut log = SqlRequestLog::new(
+        &state.metrics,
+        dolmen_metrics::SqlEndpoint::Async,
+        started,
+        remote,
+        &q,
+    );
+    match submit(state, &q, require_async, &mut log).await {
+        Ok((id, created, schema)) => log.attach(answer(id, created, schema), None),
+        Err(e) => {
+            let failure = Failure::failed(&e.message);
+            log.attach(
+                e.on_submit(&state.host_port()).into_response(),
+                Some(failure),
+            )
+        }
+    }
+}
+
 /// `POST /v2/sql/statements`: the status object with state ACCEPTED.
 pub(crate) async fn submit_statement(
     State(state): State<Arc<AppState>>,
+    remote: RemoteAddr,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match submit(&state, &headers, &body, true).await {
-        Ok((id, created, schema)) => axum::Json(json!({
-            "queryId": id,
-            "state": "ACCEPTED",
-            "createdAt": format_iso_millis(created),
-            "schema": schema,
-            "durationMs": -1,
-        }))
-        .into_response(),
-        Err(e) => e.on_submit(&state.host_port()).into_response(),
-    }
+    submit_and_answer(
+        &state,
+        remote,
+        &headers,
+        &body,
+        true,
+        |id, created, schema| {
+            axum::Json(json!({
+                "queryId": id,
+                "state": "ACCEPTED",
+                "createdAt": format_iso_millis(created),
+                "schema": schema,
+                "durationMs": -1,
+            }))
+            .into_response()
+        },
+    )
+    .await
 }
 
 /// `POST /v2/sql/task`: runs the statement as a task; `{taskId, state}`.
 pub(crate) async fn submit_task(
     State(state): State<Arc<AppState>>,
+    remote: RemoteAddr,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match submit(&state, &headers, &body, false).await {
-        Ok((id, _, _)) => axum::Json(json!({"taskId": id, "state": "RUNNING"})).into_response(),
-        Err(e) => e.on_submit(&state.host_port()).into_response(),
-    }
+    submit_and_answer(&state, remote, &headers, &body, false, |id, _, _| {
+        axum::Json(json!({"taskId": id, "state": "RUNNING"})).into_response()
+    })
+    .await
 }
 
 /// The statement state of a task.

@@ -15,9 +15,17 @@ pub struct SegmentCache {
     dir: PathBuf,
     deep: DeepStorage,
     /// Segments known to be present locally, by segment id.
-    loaded: Mutex<HashMap<String, PathBuf>>,
+    loaded: Mutex<HashMap<String, Loaded>>,
     /// One async lock per segment being fetched, so concurrent queries fetch once.
     fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// A segment present locally.
+#[derive(Debug)]
+struct Loaded {
+    path: PathBuf,
+    data_source: String,
+    size: u64,
 }
 
 impl SegmentCache {
@@ -62,16 +70,16 @@ impl SegmentCache {
     /// # Errors
     /// When the fetch fails.
     pub async fn ensure_loaded(&self, seg: &DataSegment) -> Result<PathBuf, StorageError> {
-        if let Some(p) = self.loaded.lock().expect("cache lock").get(&seg.identifier) {
-            return Ok(p.clone());
+        if let Some(l) = self.loaded.lock().expect("cache lock").get(&seg.identifier) {
+            return Ok(l.path.clone());
         }
         let gate = {
             let mut f = self.fetching.lock().expect("cache lock");
             Arc::clone(f.entry(seg.identifier.clone()).or_default())
         };
         let _held = gate.lock().await;
-        if let Some(p) = self.loaded.lock().expect("cache lock").get(&seg.identifier) {
-            return Ok(p.clone());
+        if let Some(l) = self.loaded.lock().expect("cache lock").get(&seg.identifier) {
+            return Ok(l.path.clone());
         }
         let path = self.local_path(seg);
         let present = tokio::fs::metadata(&path)
@@ -90,10 +98,14 @@ impl SegmentCache {
             .expect("cache lock")
             .remove(&seg.identifier);
         fetched?;
-        self.loaded
-            .lock()
-            .expect("cache lock")
-            .insert(seg.identifier.clone(), path.clone());
+        self.loaded.lock().expect("cache lock").insert(
+            seg.identifier.clone(),
+            Loaded {
+                path: path.clone(),
+                data_source: seg.data_source.clone(),
+                size: seg.size,
+            },
+        );
         Ok(path)
     }
 
@@ -117,6 +129,16 @@ impl SegmentCache {
     /// Number of segments present locally.
     pub fn loaded_count(&self) -> usize {
         self.loaded.lock().expect("cache lock").len()
+    }
+
+    /// Bytes of the segments present locally, per datasource (their published sizes), sorted
+    /// by datasource: what Druid's historical reports as `segment/used`.
+    pub fn used_bytes(&self) -> Vec<(String, u64)> {
+        let mut by_ds: std::collections::BTreeMap<String, u64> = Default::default();
+        for l in self.loaded.lock().expect("cache lock").values() {
+            *by_ds.entry(l.data_source.clone()).or_default() += l.size;
+        }
+        by_ds.into_iter().collect()
     }
 }
 
@@ -177,7 +199,9 @@ mod tests {
         assert!(p.starts_with(dir.path().join("cache")));
         assert_eq!(std::fs::read(&p).unwrap(), b"hello");
         assert!(cache.is_loaded(&seg));
+        assert_eq!(cache.used_bytes(), vec![("../ds".to_string(), 5)]);
         cache.drop_segment(&seg).await.unwrap();
+        assert!(cache.used_bytes().is_empty());
         assert!(!p.exists());
         let bad = DataSegment {
             load_spec: LoadSpec::Local {

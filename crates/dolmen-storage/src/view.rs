@@ -257,6 +257,30 @@ impl SegmentView {
         v
     }
 
+    /// Per datasource with visible segments: how many segments are visible (used, published,
+    /// not overshadowed) and their total size in bytes, sorted by datasource. Hydrants are not
+    /// segments and are not counted.
+    pub fn segment_stats(&self) -> Vec<(String, u64, u64)> {
+        let timelines: Vec<(String, Arc<Timeline>)> = self
+            .state
+            .read()
+            .expect("view lock")
+            .timelines
+            .iter()
+            .map(|(k, t)| (k.clone(), Arc::clone(t)))
+            .collect();
+        let mut out: Vec<(String, u64, u64)> = timelines
+            .into_iter()
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(ds, t)| {
+                let segs = t.visible_segments();
+                (ds, segs.len() as u64, segs.iter().map(|s| s.size).sum())
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Registers hydrants of `task_id`, a replica of sink `sink_id` (the supervisor's task
     /// group, e.g. `<supervisorId>/<groupId>/<n>`) of `data_source`; queries that start
     /// afterwards see them if the task is the sink's visible replica.

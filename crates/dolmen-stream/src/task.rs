@@ -246,6 +246,8 @@ struct ControlState {
     phase: &'static str,
     published_segments: u64,
     published_rows: u64,
+    persists: u64,
+    rows_persisted: u64,
     error: Option<String>,
 }
 
@@ -304,6 +306,14 @@ impl TaskControl {
     pub fn published(&self) -> (u64, u64) {
         let s = self.lock();
         (s.published_segments, s.published_rows)
+    }
+
+    /// Hydrants built from newly read records so far (Druid's intermediate persists; merges of
+    /// hydrants are not counted) and the rows written to them (after rollup): what
+    /// `ingest/persists/count` and `ingest/rows/output` count.
+    pub fn persisted(&self) -> (u64, u64) {
+        let s = self.lock();
+        (s.persists, s.rows_persisted)
     }
 
     /// The error that ended the task, if any.
@@ -726,6 +736,11 @@ fn build_hydrant(
         ),
     };
     let built = dolmen_ingest::task::build_segment_files(&spec, &dir, stats, &env.cancel)?;
+    if replaces.is_none() {
+        let mut s = env.control.lock();
+        s.persists += 1;
+        s.rows_persisted += built.iter().map(|b| b.num_rows).sum::<u64>();
+    }
     let hydrants: Vec<Hydrant> = built
         .into_iter()
         .map(|b| Hydrant {

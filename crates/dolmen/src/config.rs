@@ -9,6 +9,11 @@
 //! | `--config` | `DOLMEN_CONFIG` | | none |
 //! | `--worker-capacity` | `DOLMEN_WORKER_CAPACITY` | `service.worker.capacity` | number of cores |
 //! | `--query-threads` | `DOLMEN_QUERY_THREADS` | `service.processing.numThreads` | number of cores |
+//! | `--emitter` | `DOLMEN_EMITTER` | `service.emitter` | `prometheus` |
+//! | | | `service.emitter.prometheus.namespace` | `druid` |
+//!
+//! `service.emitter` (Druid's `druid.emitter`) is `prometheus` (metrics recorded and served at
+//! `GET /metrics`) or `noop` (nothing recorded, `/metrics` is 404); see `dolmen_metrics`.
 //!
 //! Deep storage is set by properties only: [`DeepStorageConfig`] (`service.storage.*`).
 
@@ -40,6 +45,10 @@ pub struct ServerArgs {
     /// Query parallelism (property service.processing.numThreads; default: cores).
     #[arg(long, env = "DOLMEN_QUERY_THREADS")]
     pub query_threads: Option<usize>,
+    /// Metrics: prometheus (served at GET /metrics) or noop (property service.emitter;
+    /// default prometheus).
+    #[arg(long, env = "DOLMEN_EMITTER")]
+    pub emitter: Option<String>,
 }
 
 /// Effective server settings.
@@ -65,6 +74,43 @@ pub struct ServerConfig {
     pub durable_storage: Option<DurableStorageConfig>,
     /// Deep storage (`service.storage.*`): where published segment files live.
     pub deep_storage: DeepStorageConfig,
+    /// Metrics (`service.emitter`, `service.emitter.prometheus.namespace`).
+    pub metrics: dolmen_metrics::MetricsConfig,
+}
+
+/// `service.emitter` from the flag or environment, else the property, else `prometheus`; and
+/// the namespace property.
+fn metrics_config(
+    args: &ServerArgs,
+    props: &Properties,
+) -> anyhow::Result<dolmen_metrics::MetricsConfig> {
+    let emitter = match args
+        .emitter
+        .as_deref()
+        .or_else(|| props.get("service.emitter"))
+    {
+        Some(v) => dolmen_metrics::Emitter::parse(v)
+            .map_err(|e| anyhow::anyhow!("service.emitter: {e}"))?,
+        None => dolmen_metrics::Emitter::Prometheus,
+    };
+    const NAMESPACE: &str = "service.emitter.prometheus.namespace";
+    let namespace = props
+        .get(NAMESPACE)
+        .unwrap_or(dolmen_metrics::DEFAULT_NAMESPACE)
+        .to_string();
+    // A Prometheus metric name starts with a letter, `_` or `:` and goes on with those and
+    // digits (Druid's emitter checks the same).
+    let valid = namespace
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && namespace
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+    if !valid {
+        anyhow::bail!("{NAMESPACE}: [{namespace}] is not a valid Prometheus metric name prefix");
+    }
+    Ok(dolmen_metrics::MetricsConfig { emitter, namespace })
 }
 
 /// `service.storage.*` (Druid: `druid.storage.*`): the durable home of segment files.
@@ -186,6 +232,7 @@ impl ServerConfig {
             .or_else(|| props.get("service.dataDir").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("var"));
         Ok(ServerConfig {
+            metrics: metrics_config(args, props)?,
             durable_storage: DurableStorageConfig::from_properties(props, &data_dir)?,
             deep_storage: DeepStorageConfig::from_properties(props, &data_dir)?,
             port: match args.port {
@@ -237,6 +284,10 @@ impl ServerConfig {
                 "service.processing.numThreads".into(),
                 self.query_threads.to_string(),
             ),
+            (
+                "service.emitter".into(),
+                self.metrics.emitter.as_str().to_string(),
+            ),
         ];
         match &self.deep_storage {
             DeepStorageConfig::Local(dir) => {
@@ -282,6 +333,38 @@ mod tests {
         let bad = Properties::parse("service.plaintextPort=http\n");
         let e = ServerConfig::from_parts(&ServerArgs::default(), &bad).unwrap_err();
         assert!(format!("{e:#}").contains("service.plaintextPort"));
+    }
+
+    #[test]
+    fn the_emitter_is_prometheus_by_default_and_can_be_turned_off() {
+        let d = ServerConfig::from_parts(&ServerArgs::default(), &Properties::default()).unwrap();
+        assert_eq!(d.metrics, dolmen_metrics::MetricsConfig::default());
+        assert!(
+            d.properties(1)
+                .contains(&("service.emitter".into(), "prometheus".into()))
+        );
+        let props = Properties::parse(
+            "service.emitter=noop\nservice.emitter.prometheus.namespace=dolmen\n",
+        );
+        let c = ServerConfig::from_parts(&ServerArgs::default(), &props).unwrap();
+        assert_eq!(c.metrics.emitter, dolmen_metrics::Emitter::Noop);
+        assert_eq!(c.metrics.namespace, "dolmen");
+        // The flag (or DOLMEN_EMITTER) wins over the file.
+        let args = ServerArgs {
+            emitter: Some("prometheus".into()),
+            ..Default::default()
+        };
+        let c = ServerConfig::from_parts(&args, &props).unwrap();
+        assert_eq!(c.metrics.emitter, dolmen_metrics::Emitter::Prometheus);
+        for bad in [
+            "service.emitter=graphite\n",
+            "service.emitter.prometheus.namespace=9x\n",
+        ] {
+            let e = ServerConfig::from_parts(&ServerArgs::default(), &Properties::parse(bad))
+                .unwrap_err();
+            let key = bad.split('=').next().unwrap();
+            assert!(format!("{e:#}").contains(key), "{e:#}");
+        }
     }
 
     #[test]

@@ -8,6 +8,11 @@
 //! is the reverse of need: stop accepting HTTP requests, stop the overlord (running tasks are
 //! cancelled and recorded FAILED; publishing is atomic, so nothing is half-published), then
 //! close the metadata store.
+//!
+//! Metrics (`dolmen_metrics`, `service.emitter`) are created before the roles, which record
+//! into them; once the roles are up, the scrape-time sources (segment counts from the view,
+//! segment cache bytes, task slots and running tasks' counters from the overlord, supervisor
+//! lag) are registered. `GET /metrics` serves them.
 
 pub mod config;
 pub mod quickstart;
@@ -103,6 +108,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         SegmentCache::new(&data.join("segment-cache"), deep.clone())
             .context("cannot open the segment cache")?,
     );
+    let metrics = dolmen_metrics::Metrics::new(&config.metrics);
     let view = Arc::new(SegmentView::new(Arc::clone(&metadata)));
     view.refresh()
         .await
@@ -126,6 +132,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             capacity: config.worker_capacity,
             host: advertised_host(&config.host),
             port: addr.port(),
+            metrics: metrics.clone(),
         },
     )
     .await
@@ -169,6 +176,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     let supervisors = SupervisorManager::start(Arc::clone(&overlord), Arc::clone(&metadata))
         .await
         .context("cannot start the supervisors")?;
+    register_metric_sources(&metrics, &view, &cache, &overlord, &supervisors);
     let state = Arc::new(AppState {
         overlord,
         supervisors,
@@ -181,6 +189,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         queries: Arc::default(),
         results,
         lookups: Arc::clone(&lookups),
+        metrics,
     });
 
     let http_shutdown = CancellationToken::new();
@@ -241,6 +250,40 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         background,
         background_shutdown,
     })
+}
+
+/// What every scrape computes ([`dolmen_metrics::Metrics::add_source`]): segment counts and
+/// sizes from the live view, segment cache bytes, task slots, stream lag; and the running
+/// tasks' ingestion counters are brought up to date first.
+fn register_metric_sources(
+    metrics: &dolmen_metrics::Metrics,
+    view: &Arc<SegmentView>,
+    cache: &Arc<SegmentCache>,
+    overlord: &Arc<Overlord>,
+    supervisors: &Arc<SupervisorManager>,
+) {
+    let (view, cache) = (Arc::clone(view), Arc::clone(cache));
+    // Weak: the overlord holds the metrics, which hold this source (no cycle).
+    let overlord = Arc::downgrade(overlord);
+    let supervisors = Arc::downgrade(supervisors);
+    metrics.add_source(move |snap| {
+        if let Some(overlord) = overlord.upgrade() {
+            overlord.report_ingest_metrics();
+            let (total, used) = overlord.task_slots();
+            snap.task_slots(total as u64, used as u64);
+        }
+        for (ds, count, bytes) in view.segment_stats() {
+            snap.segments(&ds, count, bytes);
+        }
+        for (ds, bytes) in cache.used_bytes() {
+            snap.segment_cache(&ds, bytes);
+        }
+        if let Some(s) = supervisors.upgrade() {
+            for lag in s.stream_lags() {
+                snap.stream_lag(lag);
+            }
+        }
+    });
 }
 
 /// The stores of statement results: the task-report store under the data directory and, when

@@ -25,9 +25,13 @@ enum Command {
     Quickstart(ServerArgs),
 }
 
+/// Logs go to stderr, filtered by `DOLMEN_LOG` (`tracing_subscriber`'s `EnvFilter` syntax).
+/// Without it: `default_level`, and the SQL request log (target `dolmen::request`) off, as
+/// Druid's request logging is off by default; `DOLMEN_LOG=info,dolmen::request=info` turns it
+/// on, `DOLMEN_LOG=off,dolmen::request=info` shows it alone.
 fn init_logging(logs: &TaskLogs, default_level: &str) {
-    let filter =
-        EnvFilter::try_from_env("DOLMEN_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    let filter = EnvFilter::try_from_env("DOLMEN_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(format!("{default_level},dolmen::request=off")));
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()

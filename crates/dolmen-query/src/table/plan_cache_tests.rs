@@ -284,3 +284,43 @@ async fn lookup_parameters_are_bound_before_the_name_is_checked() {
     assert!(run("pages").await.unwrap().contains("Page A"));
     assert_eq!(run("nope").await.unwrap_err(), "Lookup [nope] not found");
 }
+
+#[tokio::test]
+async fn results_name_the_datasources_read_and_the_planning_time() {
+    use crate::engine::SqlQuery;
+    let f = Fixture::new().await;
+    f.publish(
+        "day1",
+        "2024-01-01/2024-01-02",
+        &[("2024-01-01T01:00:00Z", "a", 1, None)],
+    )
+    .await;
+    let read = |sql: &str| {
+        let q = SqlQuery {
+            query: sql.to_string(),
+            ..SqlQuery::default()
+        };
+        let engine = &f.engine;
+        async move { engine.execute(&q).await.unwrap() }
+    };
+    for (sql, want) in [
+        ("SELECT COUNT(*) FROM rt", vec!["rt"]),
+        // Twice: the second run comes from the plan cache.
+        ("SELECT COUNT(*) FROM rt", vec!["rt"]),
+        (
+            "SELECT a.page FROM rt a JOIN druid.rt b ON a.page = b.page",
+            vec!["rt"],
+        ),
+        (
+            "SELECT COUNT(*) FROM rt WHERE page IN (SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES)",
+            vec!["rt"],
+        ),
+        ("SELECT 1", vec![]),
+        ("SELECT COUNT(*) FROM INFORMATION_SCHEMA.TABLES", vec![]),
+        ("EXPLAIN PLAN FOR SELECT COUNT(*) FROM rt", vec!["rt"]),
+    ] {
+        let r = read(sql).await;
+        assert_eq!(r.data_sources, want, "{sql}");
+        assert!(r.planning > std::time::Duration::ZERO, "{sql}");
+    }
+}

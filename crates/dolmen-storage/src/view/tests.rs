@@ -265,3 +265,40 @@ async fn handoff_without_hydrants_installs_the_segments() {
     assert_eq!(seen(&view, "rt"), Some((vec![], 20)));
     assert_eq!(view.data_sources(), vec!["rt".to_string()]);
 }
+
+#[tokio::test]
+async fn segment_stats_count_visible_segments_only() {
+    let (store, view) = memory_view().await;
+    assert!(view.segment_stats().is_empty());
+    store
+        .publish_segments(publish_request("rt", 20))
+        .await
+        .unwrap();
+    store
+        .publish_segments(publish_request("rt", 30))
+        .await
+        .unwrap();
+    store
+        .publish_segments(publish_request("other", 5))
+        .await
+        .unwrap();
+    // Hydrants are not segments.
+    view.add_hydrants("rt", "sup/0/0", "task-a", vec![hydrant(1, 7)]);
+    view.refresh().await.unwrap();
+    assert_eq!(
+        view.segment_stats(),
+        vec![("other".to_string(), 1, 100), ("rt".to_string(), 2, 200)]
+    );
+    // An overwrite overshadows the two appended segments of the day.
+    let mut over = publish_request("rt", 1);
+    over.mode = PublishMode::Overwrite {
+        version: "2024-02-01T00:00:00.000Z".into(),
+    };
+    over.segments[0].size = 40;
+    store.publish_segments(over).await.unwrap();
+    view.refresh_data_source("rt").await.unwrap();
+    assert_eq!(
+        view.segment_stats(),
+        vec![("other".to_string(), 1, 100), ("rt".to_string(), 1, 40)]
+    );
+}

@@ -386,6 +386,11 @@ async fn small_hydrants_are_merged_without_changing_what_queries_see() {
     run.await.unwrap().unwrap();
     assert_eq!(visible(&f.view), (100, (0..100).sum::<i64>()));
     assert!(f.view.snapshot("rt").unwrap().hydrants.is_empty());
+    // Every batch was persisted at least once (a batch split across two polls makes two
+    // hydrants); merges are not persists, and each row was persisted once (no rollup).
+    let (persists, rows) = control.persisted();
+    assert!((20..=40).contains(&persists), "{persists}");
+    assert_eq!(rows, 100);
 }
 
 /// A supplier that sets the task's end offsets to its position at the start of its `at`-th

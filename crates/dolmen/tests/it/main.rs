@@ -8,6 +8,7 @@ mod errors;
 mod ingest_query;
 mod lifecycle;
 mod lookups;
+mod metrics;
 mod sql_api;
 mod sql_formats;
 mod sql_functions;
