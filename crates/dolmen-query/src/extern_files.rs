@@ -469,15 +469,17 @@ fn json_rows(
         if line.trim().is_empty() {
             continue;
         }
-        let row: serde_json::Map<String, serde_json::Value> = match serde_json::from_str(&line) {
-            Ok(r) => r,
-            Err(e) => {
-                return send(Err(DataFusionError::Execution(format!(
-                    "CannotParseExternalData: [{}]: {e}",
-                    path.display()
-                ))));
-            }
-        };
+        // As Druid reads a JSON line: the first value, trailing characters ignored.
+        let row: serde_json::Map<String, serde_json::Value> =
+            match dolmen_ingest::input::parse_json_line(line.as_bytes()) {
+                Ok(r) => r,
+                Err(e) => {
+                    return send(Err(DataFusionError::Execution(format!(
+                        "CannotParseExternalData: [{}]: {e}",
+                        path.display()
+                    ))));
+                }
+            };
         seen += 1;
         if seen <= skip {
             continue;
