@@ -380,6 +380,8 @@ impl QueryEngine {
         let mut analyzer_rules: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
             vec![Arc::new(crate::multivalue::MultiValueRule)];
         analyzer_rules.extend(datafusion::optimizer::Analyzer::new().rules);
+        // After type coercion: the casts it adds turn TIMESTAMP values into Druid's text.
+        analyzer_rules.push(Arc::new(crate::time_text::TimeTextRule::default()));
         let state = datafusion::execution::SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
@@ -442,8 +444,16 @@ impl QueryEngine {
         self.ctx.state()
     }
 
-    /// `state` with the settings of `p` that act through the session (`readFromDeepStorage`).
-    fn with_query_settings(state: SessionState, p: &PreparedQuery) -> SessionState {
+    /// `state` with the settings of `p` that act through the session (`readFromDeepStorage`,
+    /// and `sqlTimeZone` for the analyzer rules, [`crate::options::DruidSqlOptions`]).
+    fn with_query_settings(mut state: SessionState, p: &PreparedQuery) -> SessionState {
+        state
+            .config_mut()
+            .options_mut()
+            .extensions
+            .insert(crate::options::DruidSqlOptions {
+                time_zone: p.time_zone,
+            });
         if p.read_from_deep_storage == Some(true) {
             Self::reading_deep_storage(state)
         } else {

@@ -11,6 +11,9 @@
 //!   [`functions::lookup`] is `LOOKUP(expr, name[, replaceMissingValueWith])`.
 //! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).
 //! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
+//! - [`time_text`]: TIMESTAMP and DATE values turned into text as Druid writes them
+//!   (`yyyy-MM-dd HH:mm:ss` in `sqlTimeZone`); [`options`] carries `sqlTimeZone` to such
+//!   analyzer rules.
 //! - [`request`]: a request's SQL text: leading `SET` statements, `?` parameters.
 //! - [`writer`]: Druid's result formats with exact bytes.
 //! - [`statement`]: SQL statements as `query_controller` tasks; `SELECT` results in pages.
@@ -29,6 +32,7 @@ pub mod index;
 pub mod lookup_schema;
 pub mod multivalue;
 pub mod naming;
+pub mod options;
 pub mod plan_cache;
 pub mod request;
 pub mod rewrite;
@@ -36,6 +40,7 @@ pub mod sql_ingest;
 pub mod statement;
 pub mod system;
 pub mod table;
+pub mod time_text;
 pub mod writer;
 
 pub use engine::{PreparedQuery, QueryEngine, QueryError, QueryResult, SqlParameter, SqlQuery};

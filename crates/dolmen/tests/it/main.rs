@@ -11,6 +11,7 @@ mod lookups;
 mod sql_api;
 mod sql_formats;
 mod sql_functions;
+mod sql_semantics;
 mod statements;
 mod supervisors;
 mod tasks_api;

@@ -1,0 +1,112 @@
+//! Druid SQL semantics through the real server, each test citing the Druid source of the
+//! behaviour: timestamps as text, NULL ordering, operator precedence, names and niladic
+//! functions, `SELECT *` column order, row order without `ORDER BY`, window frames, type
+//! coercion and error statuses (the classes of issue 19).
+
+use serde_json::{Value, json};
+
+use crate::common::Server;
+
+/// A server without data.
+fn empty() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    (dir, server)
+}
+
+/// Rows of `events`: two days, three rows each day, ingested as two DAY segments.
+/// Times: 2019-08-25T03:04:05.678Z, +1 h, +2 h; 2019-08-26T03:04:05.678Z, +1 h, +2 h.
+const EVENTS: &str = "\
+{\"ts\": 1566702245678, \"page\": \"a\", \"user\": \"u1\", \"city\": \"x\", \"added\": 1, \"delta\": 1.5}
+{\"ts\": 1566705845678, \"page\": \"b\", \"user\": \"u2\", \"added\": 2, \"delta\": 2.5}
+{\"ts\": 1566709445678, \"page\": \"c\", \"user\": \"u3\", \"city\": \"y\", \"added\": 3, \"delta\": 3.5}
+{\"ts\": 1566788645678, \"page\": \"d\", \"user\": \"u4\", \"city\": \"x\", \"added\": 4, \"delta\": 4.5}
+{\"ts\": 1566792245678, \"page\": \"e\", \"user\": \"u5\", \"added\": 5, \"delta\": 5.5}
+{\"ts\": 1566795845678, \"page\": \"f\", \"user\": \"u6\", \"city\": \"z\", \"added\": 6, \"delta\": 6.5}
+";
+
+/// A server with the datasource `events` ([`EVENTS`]): dimensions `page`, `user`, `city` in
+/// that order; metrics `count`, `sum_z` (of `added`) and `sum_a` (of `delta`), in that order.
+fn with_events() -> (tempfile::TempDir, Server) {
+    let (dir, server) = empty();
+    let spec = json!({
+        "type": "index_parallel",
+        "spec": {
+            "dataSchema": {
+                "dataSource": "events",
+                "timestampSpec": {"column": "ts", "format": "millis"},
+                "dimensionsSpec": {"dimensions": ["page", "user", "city"]},
+                "metricsSpec": [
+                    {"type": "count", "name": "count"},
+                    {"type": "longSum", "name": "sum_z", "fieldName": "added"},
+                    {"type": "doubleSum", "name": "sum_a", "fieldName": "delta"}
+                ],
+                "granularitySpec": {
+                    "segmentGranularity": "day", "queryGranularity": "none", "rollup": false
+                }
+            },
+            "ioConfig": {
+                "type": "index_parallel",
+                "inputSource": {"type": "inline", "data": EVENTS},
+                "inputFormat": {"type": "json"}
+            }
+        }
+    });
+    let st = server.run_task(&spec);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    (dir, server)
+}
+
+/// Runs `sql` with `context`, expecting 200; the rows of the `object` format.
+fn rows_with(server: &Server, sql: &str, context: Value) -> Vec<Value> {
+    let (status, body) =
+        server.post_json("/druid/v2/sql", &json!({"query": sql, "context": context}));
+    assert_eq!(status, 200, "{sql}: {body}");
+    body.as_array().cloned().unwrap_or_default()
+}
+
+/// `CAST(__time AS VARCHAR)` and every other TIMESTAMP-to-text conversion give
+/// `yyyy-MM-dd HH:mm:ss` in `sqlTimeZone`, a DATE `yyyy-MM-dd` (Druid's
+/// `CastOperatorConversion.castDateTimeToChar`; `docs/querying/sql-data-types.md`: "Casts
+/// between string and timestamp types assume standard SQL formatting, such as
+/// `2000-01-02 03:04:05`"), while a TIMESTAMP result column keeps Druid's ISO result format.
+#[test]
+fn timestamps_turned_into_text_read_like_druid() {
+    let (_dir, server) = with_events();
+    let sql = "SELECT __time, CAST(__time AS VARCHAR) AS t, __time || '!' AS c, \
+                      CAST(CAST(__time AS DATE) AS VARCHAR) AS d \
+               FROM events WHERE page = 'a'";
+    let got = server.sql(sql);
+    assert_eq!(
+        got,
+        vec![json!({
+            "__time": "2019-08-25T03:04:05.678Z",
+            "t": "2019-08-25 03:04:05",
+            "c": "2019-08-25 03:04:05!",
+            "d": "2019-08-25",
+        })]
+    );
+    // In Los Angeles the same instant is the evening before.
+    let got = rows_with(
+        &server,
+        "SELECT CAST(__time AS VARCHAR) AS t, CAST(CAST(__time AS DATE) AS VARCHAR) AS d \
+         FROM events WHERE page = 'a'",
+        json!({"sqlTimeZone": "America/Los_Angeles"}),
+    );
+    assert_eq!(
+        got,
+        vec![json!({"t": "2019-08-24 20:04:05", "d": "2019-08-24"})]
+    );
+    // Grouping on the text groups by the second, not by the millisecond.
+    let got = server.sql(
+        "SELECT SUBSTRING(CAST(__time AS VARCHAR), 1, 10) AS day, COUNT(*) AS n \
+         FROM events GROUP BY 1 ORDER BY 1",
+    );
+    assert_eq!(
+        got,
+        vec![
+            json!({"day": "2019-08-25", "n": 3}),
+            json!({"day": "2019-08-26", "n": 3})
+        ]
+    );
+}
