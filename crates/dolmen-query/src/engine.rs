@@ -372,6 +372,12 @@ impl QueryEngine {
             .with_information_schema(false)
             .with_target_partitions(target_partitions.max(1));
         config.options_mut().sql_parser.enable_ident_normalization = false;
+        // Druid sorts NULL as the smallest value: first ascending, last descending (Druid's
+        // window test `orderByDescNulls.sqlTest`: `DESC NULLS LAST` and `NULLS FIRST` plan as
+        // plain DESC and ASC sorts, nulls ranked first ascending). Explicit
+        // `NULLS FIRST`/`NULLS LAST` still win. Applies to ORDER BY, window and aggregate
+        // ordering alike (DataFusion's SQL planner reads it for every ORDER BY).
+        config.options_mut().sql_parser.default_null_ordering = "nulls_min".to_string();
         // Split segment files of 1 MiB and more across the scan partitions (by row group),
         // not only files of DataFusion's default 10 MiB: a day segment of a few hundred
         // thousand rows is a few MiB, and a query on one day should still use every core.

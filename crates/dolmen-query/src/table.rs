@@ -826,6 +826,9 @@ mod dictionary_tests;
 mod plan_cache_tests;
 
 #[cfg(test)]
+mod semantics_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use datafusion::prelude::{col, lit};

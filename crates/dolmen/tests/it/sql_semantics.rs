@@ -110,3 +110,47 @@ fn timestamps_turned_into_text_read_like_druid() {
         ]
     );
 }
+
+/// NULL sorts first ascending and last descending, in `ORDER BY` and window ordering, unless
+/// the query says `NULLS FIRST`/`NULLS LAST` (Druid's `calcite/tests/window/
+/// orderByDescNulls.sqlTest`: null cities rank first in `ORDER BY cityName NULLS FIRST`, which
+/// plans as a plain ascending sort, and last in `ORDER BY cityName DESC NULLS LAST`, a plain
+/// descending sort).
+#[test]
+fn nulls_sort_first_ascending_and_last_descending() {
+    let (_dir, server) = with_events();
+    let cities = |sql: &str| -> Vec<Value> {
+        server
+            .sql(sql)
+            .into_iter()
+            .map(|r| r["city"].clone())
+            .collect()
+    };
+    assert_eq!(
+        cities("SELECT x AS city FROM (VALUES (1), (NULL), (0)) t(x) ORDER BY x"),
+        [json!(null), json!(0), json!(1)]
+    );
+    assert_eq!(
+        cities("SELECT city FROM events GROUP BY city ORDER BY city"),
+        [json!(null), json!("x"), json!("y"), json!("z")]
+    );
+    assert_eq!(
+        cities("SELECT city FROM events GROUP BY city ORDER BY city DESC"),
+        [json!("z"), json!("y"), json!("x"), json!(null)]
+    );
+    assert_eq!(
+        cities("SELECT city FROM events GROUP BY city ORDER BY city NULLS LAST"),
+        [json!("x"), json!("y"), json!("z"), json!(null)]
+    );
+    let got = server.sql(
+        "SELECT page, ROW_NUMBER() OVER (ORDER BY city, page) AS asc_n, \
+                ROW_NUMBER() OVER (ORDER BY city DESC, page) AS desc_n \
+         FROM events ORDER BY page",
+    );
+    let numbers: Vec<(i64, i64)> = got
+        .iter()
+        .map(|r| (r["asc_n"].as_i64().unwrap(), r["desc_n"].as_i64().unwrap()))
+        .collect();
+    // Pages a..f with cities x, null, y, x, null, z.
+    assert_eq!(numbers, [(3, 3), (1, 5), (5, 2), (4, 4), (2, 6), (6, 1)]);
+}
