@@ -242,9 +242,16 @@ impl DatasourceTable {
 }
 
 /// The merged schema of a timeline's visible segments and a datasource's hydrants: `__time`,
-/// then the dimensions, then the metrics, each in the order the newest data lists them. The
-/// hydrants (realtime data) count as newer than every segment, the last registered first; a
-/// column keeps the type it has in the newest data that has it.
+/// then the dimensions in the order the newest data lists them, then the metrics sorted by
+/// name. The hydrants (realtime data) count as newer than every segment, the last registered
+/// first; a column keeps the type it has in the newest data that has it.
+///
+/// This is Druid's row signature of a datasource (`SELECT *`, `INFORMATION_SCHEMA.COLUMNS`):
+/// the broker merges the segments' signatures newest first
+/// (`AbstractSegmentMetadataCache.buildDataSourceRowSignature`), each segment's being its
+/// column order (`SegmentAnalyzer.analyze` keeps it), which is `__time`, the dimensions in
+/// order, then the metrics as `IndexMergerV9` wrote them: `IndexMerger.mergeIndexed`, a
+/// `TreeSet`, sorts them by name (Java's `String` order, UTF-16 code units).
 pub fn datasource_schema(timeline: &Timeline, hydrants: &[Arc<Hydrant>]) -> SchemaRef {
     let mut fields = vec![Field::new(
         TIME_COLUMN,
@@ -275,6 +282,7 @@ pub fn datasource_schema(timeline: &Timeline, hydrants: &[Arc<Hydrant>]) -> Sche
             }
         }
     }
+    metrics.sort_by(|a, b| a.name.encode_utf16().cmp(b.name.encode_utf16()));
     for c in dims.into_iter().chain(metrics) {
         if multi.contains(c.name.as_str()) && c.ty == dolmen_segment::ColumnType::String {
             let mut mv = c.clone();
@@ -952,6 +960,67 @@ mod tests {
             last_compaction_state: None,
             identifier: format!("mv_{interval}_v1"),
         }
+    }
+
+    /// A segment payload with `columns` (no file: only the schema is read).
+    fn payload(interval: &str, columns: Vec<SegmentColumn>) -> dolmen_segment::DataSegment {
+        use dolmen_segment::{DataSegment, ShardSpec};
+        DataSegment {
+            data_source: "ds".into(),
+            interval: Interval::parse(interval).unwrap(),
+            version: "v1".into(),
+            load_spec: dolmen_segment::LoadSpec::Local {
+                path: "/nowhere".into(),
+            },
+            dimensions: String::new(),
+            metrics: String::new(),
+            shard_spec: ShardSpec::Numbered {
+                partition_num: 0,
+                partitions: 1,
+            },
+            binary_version: 9,
+            size: 0,
+            num_rows: 0,
+            columns,
+            last_compaction_state: None,
+            identifier: format!("ds_{interval}_v1"),
+        }
+    }
+
+    /// Druid's datasource row signature: `__time`, dimensions in the newest segment's order,
+    /// metrics sorted by name (`IndexMerger.mergeIndexed` writes them sorted), whatever order
+    /// the metricsSpec gave.
+    #[test]
+    fn metrics_follow_the_dimensions_sorted_by_name() {
+        use dolmen_segment::{ColumnKind, ColumnType};
+        let dim = |n: &str| SegmentColumn::new(n, ColumnType::String, ColumnKind::Dimension);
+        let metric = |n: &str| SegmentColumn::new(n, ColumnType::Long, ColumnKind::Metric);
+        let old = payload(
+            "2020-01-01/2020-01-02",
+            vec![
+                dim("page"),
+                metric("sum_z"),
+                metric("count"),
+                dim("old_dim"),
+            ],
+        );
+        let new = payload(
+            "2020-01-02/2020-01-03",
+            vec![
+                dim("user"),
+                dim("page"),
+                metric("sum_z"),
+                metric("count"),
+                metric("a_b"),
+            ],
+        );
+        let timeline = Timeline::build([Arc::new(old), Arc::new(new)]);
+        let schema = datasource_schema(&timeline, &[]);
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            ["__time", "user", "page", "old_dim", "a_b", "count", "sum_z"]
+        );
     }
 
     #[tokio::test]

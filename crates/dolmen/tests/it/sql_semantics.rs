@@ -280,3 +280,33 @@ PARTITIONED BY DAY"#
         ]
     );
 }
+
+/// `SELECT *` lists `__time`, the dimensions in spec order, then the metrics sorted by name
+/// (Druid's datasource row signature: each segment lists its metrics as `IndexMergerV9` wrote
+/// them, sorted by `IndexMerger.mergeIndexed`'s `TreeSet`), as does
+/// `INFORMATION_SCHEMA.COLUMNS`. The spec here lists the metrics `count`, `sum_z`, `sum_a`.
+#[test]
+fn select_star_lists_metrics_sorted_by_name_after_the_dimensions() {
+    let (_dir, server) = with_events();
+    let (status, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "SELECT * FROM events LIMIT 1", "resultFormat": "array", "header": true}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body[0],
+        json!(["__time", "page", "user", "city", "count", "sum_a", "sum_z"])
+    );
+    let columns: Vec<Value> = server
+        .sql(
+            "SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS \
+             WHERE TABLE_NAME = 'events' ORDER BY ORDINAL_POSITION",
+        )
+        .into_iter()
+        .map(|r| r["COLUMN_NAME"].clone())
+        .collect();
+    assert_eq!(
+        columns,
+        ["__time", "page", "user", "city", "count", "sum_a", "sum_z"]
+    );
+}
