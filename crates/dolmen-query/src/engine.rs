@@ -400,6 +400,8 @@ impl QueryEngine {
             .with_physical_optimizer_rule(Arc::new(crate::dictionary::DictionaryAggregation))
             // Joins yield between output batches, so cancellation lands promptly.
             .with_physical_optimizer_rule(Arc::new(crate::cooperative::CooperativeJoins))
+            // Last: plain scans and LIMITs read segments in time order, as Druid's scan does.
+            .with_physical_optimizer_rule(Arc::new(crate::scan_order::TimeOrderedScans))
             .build();
         let ctx = SessionContext::new_with_state(state);
         crate::functions::register_druid_functions(&ctx);

@@ -12,6 +12,7 @@
 //! - [`dialect`]: the SQL dialect (sqlparser's generic one read as Calcite reads Druid SQL:
 //!   `IS [NOT] DISTINCT FROM` precedence, `user` as a column, `PI` as a constant).
 //! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).
+//! - [`scan_order`]: plain scans read their segments in time order (Druid's scan order).
 //! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
 //! - [`time_text`]: TIMESTAMP and DATE values turned into text as Druid writes them
 //!   (`yyyy-MM-dd HH:mm:ss` in `sqlTimeZone`); [`options`] carries `sqlTimeZone` to such
@@ -39,6 +40,7 @@ pub mod options;
 pub mod plan_cache;
 pub mod request;
 pub mod rewrite;
+pub mod scan_order;
 pub mod sql_ingest;
 pub mod statement;
 pub mod system;

@@ -107,3 +107,63 @@ async fn niladic_functions_and_user_as_a_column() {
     let e = f.query("SELECT user").await.unwrap_err();
     assert!(e.contains("user"), "{e}");
 }
+
+/// Without `ORDER BY`, a scan returns the segments in time order and each segment's rows in
+/// its (time) order, as Druid's scan query does (`ScanQueryRunnerFactory` concatenates the
+/// segments the timeline lists by interval), so `LIMIT 1` is the earliest row. Aggregations
+/// keep reading every partition at once.
+#[tokio::test]
+async fn plain_scans_return_rows_in_time_order() {
+    let f = Fixture::new().await;
+    // Eight day segments published out of order, two rows each.
+    for day in [5, 2, 8, 1, 7, 3, 6, 4] {
+        let t1 = format!("2024-01-0{day}T01:00:00Z");
+        let t2 = format!("2024-01-0{day}T02:00:00Z");
+        let page = format!("p{day}");
+        f.publish(
+            &format!("day{day}"),
+            &format!("2024-01-0{day}/2024-01-0{}", day + 1),
+            &[(&t1, &page, day, None), (&t2, &page, day, None)],
+        )
+        .await;
+    }
+    let pages = column(&f, "SELECT page FROM rt").await;
+    let want: Vec<String> = (1..=8)
+        .flat_map(|d| [format!("p{d}"), format!("p{d}")])
+        .collect();
+    assert_eq!(pages, want);
+    assert_eq!(column(&f, "SELECT page FROM rt LIMIT 1").await, ["p1"]);
+    assert_eq!(
+        column(&f, "SELECT added FROM rt WHERE added > 2 LIMIT 3").await,
+        ["3", "3", "4"]
+    );
+    assert_eq!(
+        column(
+            &f,
+            "SELECT COUNT(*) FROM (SELECT page FROM rt LIMIT 5) WHERE page = 'p3'"
+        )
+        .await,
+        ["1"]
+    );
+    let explain = |sql: &str| format!("EXPLAIN {sql}");
+    let plan = f
+        .query(&explain("SELECT page, SUM(added) FROM rt GROUP BY page"))
+        .await
+        .unwrap();
+    let text = plan
+        .iter()
+        .map(|r| r.join(" "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!text.contains("OrderedConcatExec"), "{text}");
+    let plan = f
+        .query(&explain("SELECT page FROM rt LIMIT 1"))
+        .await
+        .unwrap();
+    let text = plan
+        .iter()
+        .map(|r| r.join(" "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("OrderedConcatExec"), "{text}");
+}

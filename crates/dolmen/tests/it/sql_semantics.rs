@@ -310,3 +310,27 @@ fn select_star_lists_metrics_sorted_by_name_after_the_dimensions() {
         ["__time", "page", "user", "city", "count", "sum_a", "sum_z"]
     );
 }
+
+/// Without `ORDER BY`, rows come back segment after segment in time order, each segment's
+/// rows in time order (Druid's scan concatenates the segments the timeline lists by interval),
+/// so `LIMIT 1` is the earliest row, as Druid's docs assume.
+#[test]
+fn rows_without_order_by_come_in_time_order() {
+    let (_dir, server) = with_events();
+    let pages = |sql: &str| -> Vec<Value> {
+        server
+            .sql(sql)
+            .into_iter()
+            .map(|r| r["page"].clone())
+            .collect()
+    };
+    assert_eq!(pages("SELECT page FROM events LIMIT 1"), [json!("a")]);
+    assert_eq!(
+        pages("SELECT page FROM events"),
+        ["a", "b", "c", "d", "e", "f"].map(|p| json!(p))
+    );
+    assert_eq!(
+        pages("SELECT page FROM events WHERE sum_z > 3 LIMIT 2"),
+        [json!("d"), json!("e")]
+    );
+}
