@@ -13,6 +13,8 @@
 //!   `IS [NOT] DISTINCT FROM` precedence, `user` as a column, `PI` as a constant).
 //! - [`rewrite`]: AST rewrites for syntax DataFusion lacks (`FLOOR(ts TO unit)`).
 //! - [`scan_order`]: plain scans read their segments in time order (Druid's scan order).
+//! - [`frames`]: window frames read as Druid reads them (short forms, empty frames);
+//!   [`validate`]: what Druid's validator rejects that DataFusion would run.
 //! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
 //! - [`time_text`]: TIMESTAMP and DATE values turned into text as Druid writes them
 //!   (`yyyy-MM-dd HH:mm:ss` in `sqlTimeZone`); [`options`] carries `sqlTimeZone` to such
@@ -31,6 +33,7 @@ pub mod dml;
 pub mod engine;
 mod extern_files;
 pub mod external;
+pub mod frames;
 pub mod functions;
 pub mod index;
 pub mod lookup_schema;
@@ -46,6 +49,7 @@ pub mod statement;
 pub mod system;
 pub mod table;
 pub mod time_text;
+pub mod validate;
 pub mod writer;
 
 pub use engine::{PreparedQuery, QueryEngine, QueryError, QueryResult, SqlParameter, SqlQuery};

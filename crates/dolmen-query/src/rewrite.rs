@@ -189,9 +189,11 @@ pub async fn sql_to_logical_plan(
     statement_to_logical_plan(state, stmt, opts).await
 }
 
-/// Names unaliased select items (`EXPR$n`), applies the Druid rewrites (and maps expressions
-/// over multi-value columns, [`crate::multivalue::map_multi_value_expressions`]) and plans an
-/// already parsed statement into an (unoptimized) [`LogicalPlan`].
+/// Checks what Druid's validator rejects ([`crate::validate`]), names unaliased select items
+/// (`EXPR$n`), reads window frames as Druid does ([`crate::frames`]), applies the Druid
+/// rewrites (and maps expressions over multi-value columns,
+/// [`crate::multivalue::map_multi_value_expressions`]) and plans an already parsed statement
+/// into an (unoptimized) [`LogicalPlan`].
 ///
 /// # Errors
 /// Rewrite and planning errors.
@@ -201,7 +203,9 @@ pub async fn statement_to_logical_plan(
     opts: &RewriteOptions,
 ) -> Result<LogicalPlan> {
     if let DFStatement::Statement(s) = &mut stmt {
+        crate::validate::validate_statement(s.as_ref())?;
         crate::naming::name_unaliased_expressions(s);
+        crate::frames::rewrite_window_frames(s.as_mut());
     }
     rewrite_df_statement(&mut stmt, opts)?;
     crate::multivalue::map_multi_value_expressions(state, &mut stmt).await?;

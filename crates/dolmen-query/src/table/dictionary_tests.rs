@@ -117,11 +117,11 @@ async fn shapes_the_rewrite_does_not_take_still_answer() {
     );
     // An aggregate over the group column.
     let sql = "SELECT channel, MIN(channel) FROM rt GROUP BY channel \
-               ORDER BY channel NULLS LAST LIMIT 1";
+               ORDER BY channel DESC LIMIT 1";
     assert!(!plan(&f, sql).await.contains("DictionaryGroupAggregateExec"));
     assert_eq!(
         f.query(sql).await.unwrap(),
-        vec![vec!["#de".to_string(), "#de".to_string()]]
+        vec![vec!["#ja".to_string(), "#ja".to_string()]]
     );
 }
 

@@ -15,7 +15,8 @@ async fn column(f: &Fixture, sql: &str) -> Vec<String> {
 
 /// Druid sorts NULL first ascending and last descending (`calcite/tests/window/
 /// orderByDescNulls.sqlTest`: `ORDER BY cityName NULLS FIRST` is a plain ascending sort, and
-/// the null cities get row numbers 1..6); explicit `NULLS FIRST` / `NULLS LAST` win.
+/// the null cities get row numbers 1..6), and rejects the other placements
+/// (`DruidSqlValidator.validateCall`).
 #[tokio::test]
 async fn nulls_sort_first_ascending_and_last_descending() {
     let f = Fixture::new().await;
@@ -23,12 +24,17 @@ async fn nulls_sort_first_ascending_and_last_descending() {
     for (order, want) in [
         ("x", ["null", "0", "1"]),
         ("x ASC", ["null", "0", "1"]),
+        ("x NULLS FIRST", ["null", "0", "1"]),
         ("x DESC", ["1", "0", "null"]),
-        ("x NULLS LAST", ["0", "1", "null"]),
-        ("x DESC NULLS FIRST", ["null", "1", "0"]),
+        ("x DESC NULLS LAST", ["1", "0", "null"]),
     ] {
         let sql = format!("SELECT x FROM {values} ORDER BY {order}");
         assert_eq!(column(&f, &sql).await, want, "{sql}");
+    }
+    for order in ["x NULLS LAST", "x DESC NULLS FIRST"] {
+        let sql = format!("SELECT x FROM {values} ORDER BY {order}");
+        let e = f.query(&sql).await.unwrap_err();
+        assert!(e.contains("is not supported!"), "{sql}: {e}");
     }
     // Window ordering too: the null row is numbered first ascending, last descending.
     let sql = format!(
@@ -166,4 +172,52 @@ async fn plain_scans_return_rows_in_time_order() {
         .collect::<Vec<_>>()
         .join("\n");
     assert!(text.contains("OrderedConcatExec"), "{text}");
+}
+
+/// Window frames as Druid reads them (`crate::frames`): the short form `ROWS n FOLLOWING` is
+/// `BETWEEN n FOLLOWING AND CURRENT ROW`, an empty frame aggregates no row (COUNT 0, SUM null;
+/// Druid's `past_and_future_frames.sqlTest`: `0 = COUNT(1) OVER (.. ROWS BETWEEN 2 FOLLOWING
+/// AND 1 FOLLOWING)`), an unbounded lower end is the partition's start; frames DataFusion
+/// already takes keep their values (`allBoundsCombination.sqlTest`'s shapes).
+#[tokio::test]
+async fn window_frames_read_as_druid_reads_them() {
+    let f = Fixture::new().await;
+    let values = "(VALUES (1), (2), (3)) t(x)";
+    let rows = |sql: String| {
+        let f = &f;
+        async move { f.query(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")) }
+    };
+    let got = rows(format!(
+        "SELECT x, COUNT(x) OVER (ORDER BY x ROWS 1 FOLLOWING) AS c, \
+                SUM(x) OVER (ORDER BY x ROWS 1 FOLLOWING) AS s, \
+                COUNT(*) OVER (ORDER BY x ROWS BETWEEN 0 PRECEDING AND 1 PRECEDING) AS c2, \
+                MAX(x) OVER (ORDER BY x ROWS BETWEEN 2 FOLLOWING AND 1 FOLLOWING) AS m, \
+                ROW_NUMBER() OVER (ORDER BY x ROWS BETWEEN 2 FOLLOWING AND 1 FOLLOWING) AS r \
+         FROM {values} ORDER BY x"
+    ))
+    .await;
+    assert_eq!(
+        got,
+        [
+            ["1", "0", "null", "0", "null", "1"],
+            ["2", "0", "null", "0", "null", "2"],
+            ["3", "0", "null", "0", "null", "3"],
+        ]
+    );
+    let got = rows(format!(
+        "SELECT x, SUM(x) OVER (ORDER BY x RANGE UNBOUNDED FOLLOWING) AS s, \
+                COUNT(*) OVER (ORDER BY x ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS c1, \
+                COUNT(*) OVER (ORDER BY x ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS c5, \
+                COUNT(*) OVER (ORDER BY x ROWS BETWEEN 1 FOLLOWING AND 3 FOLLOWING) AS c10 \
+         FROM {values} ORDER BY x"
+    ))
+    .await;
+    assert_eq!(
+        got,
+        [
+            ["1", "1", "0", "0", "2"],
+            ["2", "3", "1", "1", "1"],
+            ["3", "6", "2", "2", "0"],
+        ]
+    );
 }

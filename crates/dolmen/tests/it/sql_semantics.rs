@@ -111,11 +111,10 @@ fn timestamps_turned_into_text_read_like_druid() {
     );
 }
 
-/// NULL sorts first ascending and last descending, in `ORDER BY` and window ordering, unless
-/// the query says `NULLS FIRST`/`NULLS LAST` (Druid's `calcite/tests/window/
-/// orderByDescNulls.sqlTest`: null cities rank first in `ORDER BY cityName NULLS FIRST`, which
-/// plans as a plain ascending sort, and last in `ORDER BY cityName DESC NULLS LAST`, a plain
-/// descending sort).
+/// NULL sorts first ascending and last descending, in `ORDER BY` and window ordering (Druid's
+/// `calcite/tests/window/orderByDescNulls.sqlTest`: null cities rank first in `ORDER BY
+/// cityName NULLS FIRST`, which plans as a plain ascending sort, and last in `ORDER BY cityName
+/// DESC NULLS LAST`, a plain descending sort); the other placements are 400s, as in Druid.
 #[test]
 fn nulls_sort_first_ascending_and_last_descending() {
     let (_dir, server) = with_events();
@@ -138,10 +137,21 @@ fn nulls_sort_first_ascending_and_last_descending() {
         cities("SELECT city FROM events GROUP BY city ORDER BY city DESC"),
         [json!("z"), json!("y"), json!("x"), json!(null)]
     );
-    assert_eq!(
-        cities("SELECT city FROM events GROUP BY city ORDER BY city NULLS LAST"),
-        [json!("x"), json!("y"), json!("z"), json!(null)]
-    );
+    // The other placements Druid rejects (`DruidSqlValidator.validateCall`).
+    for (sql, message) in [
+        (
+            "SELECT city FROM events GROUP BY city ORDER BY city NULLS LAST",
+            "ASCENDING ordering with NULLS LAST is not supported!",
+        ),
+        (
+            "SELECT city FROM events GROUP BY city ORDER BY city DESC NULLS FIRST",
+            "DESCENDING ordering with NULLS FIRST is not supported!",
+        ),
+    ] {
+        let (status, body) = server.post_json("/druid/v2/sql", &json!({ "query": sql }));
+        assert_eq!(status, 400, "{sql}: {body}");
+        assert_eq!(body["errorMessage"], message, "{sql}: {body}");
+    }
     let got = server.sql(
         "SELECT page, ROW_NUMBER() OVER (ORDER BY city, page) AS asc_n, \
                 ROW_NUMBER() OVER (ORDER BY city DESC, page) AS desc_n \
@@ -332,5 +342,28 @@ fn rows_without_order_by_come_in_time_order() {
     assert_eq!(
         pages("SELECT page FROM events WHERE sum_z > 3 LIMIT 2"),
         [json!("d"), json!("e")]
+    );
+}
+
+/// Window frames Druid accepts and DataFusion did not: the short form `ROWS 1 FOLLOWING`
+/// (`BETWEEN 1 FOLLOWING AND CURRENT ROW`, empty), frames whose start is after their end (empty:
+/// COUNT 0, SUM null; Druid's `past_and_future_frames.sqlTest`), `RANGE UNBOUNDED FOLLOWING`
+/// (an unbounded lower end, Druid's `Windowing`), on an empty server.
+#[test]
+fn window_frames_druid_accepts_answer_like_druid() {
+    let (_dir, server) = empty();
+    let got = server.sql(
+        "SELECT x, COUNT(x) OVER (ORDER BY x ROWS 1 FOLLOWING) AS c, \
+                SUM(x) OVER (ORDER BY x ROWS BETWEEN 0 PRECEDING AND 1 PRECEDING) AS s, \
+                SUM(x) OVER (ORDER BY x RANGE UNBOUNDED FOLLOWING) AS r \
+         FROM (VALUES (1), (2), (3)) t(x) ORDER BY x",
+    );
+    assert_eq!(
+        got,
+        vec![
+            json!({"x": 1, "c": 0, "s": null, "r": 1}),
+            json!({"x": 2, "c": 0, "s": null, "r": 3}),
+            json!({"x": 3, "c": 0, "s": null, "r": 6}),
+        ]
     );
 }
