@@ -388,6 +388,8 @@ impl QueryEngine {
         analyzer_rules.extend(datafusion::optimizer::Analyzer::new().rules);
         // After type coercion: the casts it adds turn TIMESTAMP values into Druid's text.
         analyzer_rules.push(Arc::new(crate::time_text::TimeTextRule::default()));
+        // And text that does not convert to a number or a time is NULL, not an error.
+        analyzer_rules.push(crate::coercion::rule());
         let state = datafusion::execution::SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()

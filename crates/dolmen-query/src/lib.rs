@@ -16,6 +16,8 @@
 //! - [`frames`]: window frames read as Druid reads them (short forms, empty frames);
 //!   [`validate`]: what Druid's validator rejects that DataFusion would run.
 //! - [`naming`]: Calcite's `EXPR$n` names for unaliased select items.
+//! - [`coercion`]: casts of text that does not convert give NULL (Druid's casts), `NULLIF`
+//!   typed as its first argument.
 //! - [`time_text`]: TIMESTAMP and DATE values turned into text as Druid writes them
 //!   (`yyyy-MM-dd HH:mm:ss` in `sqlTimeZone`); [`options`] carries `sqlTimeZone` to such
 //!   analyzer rules.
@@ -25,6 +27,7 @@
 //! - [`sql_ingest`]: `INSERT` / `REPLACE` into segments; [`dml`] parses their clauses and
 //!   [`external`] is `TABLE(EXTERN(...))`.
 
+pub mod coercion;
 pub mod cooperative;
 pub mod dialect;
 pub mod dictionary;

@@ -645,6 +645,30 @@ fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
                         );
                     }
                 }
+                // Calcite's `NULLIF(a, b)` is `CASE WHEN a = b THEN NULL ELSE a END`
+                // (`SqlNullifFunction.rewriteCall`): typed as `a`, the comparison coerced as
+                // any comparison (`crate::coercion`). DataFusion's casts both to one type.
+                "nullif" if args.len() == 2 => {
+                    let mut it = args.into_iter();
+                    let (a, b) = (
+                        it.next().unwrap_or_else(null_lit),
+                        it.next().unwrap_or_else(null_lit),
+                    );
+                    *expr = Expr::Case {
+                        case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        operand: None,
+                        conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                            condition: Expr::BinaryOp {
+                                left: Box::new(Expr::Nested(Box::new(a.clone()))),
+                                op: BinaryOperator::Eq,
+                                right: Box::new(Expr::Nested(Box::new(b))),
+                            },
+                            result: null_lit(),
+                        }],
+                        else_result: Some(Box::new(a)),
+                    };
+                }
                 "timestampadd" if args.len() == 3 => {
                     let unit = unit_name(&args[0]).unwrap_or_default();
                     let Some(u) = timestamp_unit(&unit) else {

@@ -221,3 +221,24 @@ async fn window_frames_read_as_druid_reads_them() {
         ]
     );
 }
+
+/// Calcite's coercions with Druid's casts (`crate::coercion`): `COALESCE(null, null, 5,
+/// 'abc')` is 5; `NULLIF(a, b)` is `CASE WHEN a = b THEN NULL ELSE a END`, typed as `a`
+/// (`SqlNullifFunction`), so a string compared with a number does not fail at run time; mixed
+/// `IS [NOT] DISTINCT FROM` compares the string as a number, NULL when it is none
+/// (`sql-data-types.md`: a value that cannot be cast is NULL).
+#[tokio::test]
+async fn mixed_types_coerce_as_calcite_with_druid_casts() {
+    let f = Fixture::new().await;
+    let got = f
+        .query(
+            "SELECT COALESCE(null, null, 5, 'abc') AS a, NULLIF('a', 1) AS b, \
+                    NULLIF('1', 1) AS c, NULLIF(x, 2) AS d, \
+                    x IS DISTINCT FROM 'a' AS e, x IS NOT DISTINCT FROM '1' AS g, \
+                    CAST('foo' AS BIGINT) AS h \
+             FROM (VALUES (1)) t(x)",
+        )
+        .await
+        .unwrap();
+    assert_eq!(got, [["5", "a", "null", "1", "true", "true", "null"]]);
+}

@@ -367,3 +367,21 @@ fn window_frames_druid_accepts_answer_like_druid() {
         ]
     );
 }
+
+/// Calcite's type coercion with Druid's casts: `COALESCE(null, null, 5, 'abc')` is 5,
+/// `NULLIF(<string>, <long>)` is the string when they differ (`SqlNullifFunction`: `CASE WHEN
+/// a = b THEN NULL ELSE a END`), mixed `IS [NOT] DISTINCT FROM` runs, and text that does not
+/// convert is NULL (`sql-data-types.md`: "If a value cannot be cast to the target type, as in
+/// `CAST('foo' AS BIGINT)`, Druid substitutes NULL").
+#[test]
+fn mixed_types_coerce_without_failing() {
+    let (_dir, server) = with_events();
+    assert_eq!(
+        server.sql(
+            "SELECT COALESCE(null, null, 5, 'abc') AS a, NULLIF(page, 1) AS b, \
+                    sum_z IS DISTINCT FROM 'x' AS c, CAST(page AS BIGINT) AS d \
+             FROM events WHERE page = 'a'"
+        ),
+        vec![json!({"a": 5, "b": "a", "c": true, "d": null})]
+    );
+}
