@@ -107,6 +107,11 @@ pub enum QueryError {
     /// The query failed while running.
     #[error("{0}")]
     Execution(String),
+    /// The query's own expressions failed on the values they met while running (a function
+    /// given input it rejects, a division by zero): the client's mistake, a 400 (Druid's
+    /// `INVALID_INPUT` category of `DruidException`).
+    #[error("{0}")]
+    InvalidData(String),
 }
 
 impl QueryError {
@@ -119,6 +124,7 @@ impl QueryError {
             QueryError::Cancelled(_) => "Query cancelled",
             QueryError::Timeout(_) => "Query timeout",
             QueryError::Execution(_) => "Unknown exception",
+            QueryError::InvalidData(_) => "druidException",
         }
     }
 
@@ -133,6 +139,7 @@ impl QueryError {
             QueryError::Cancelled(_) => "org.apache.druid.query.QueryInterruptedException",
             QueryError::Timeout(_) => "org.apache.druid.query.QueryTimeoutException",
             QueryError::Execution(_) => "java.lang.RuntimeException",
+            QueryError::InvalidData(_) => "org.apache.druid.error.DruidException",
         }
     }
 
@@ -143,6 +150,7 @@ impl QueryError {
             QueryError::Parse(_)
             | QueryError::Plan(_)
             | QueryError::InvalidInput(_)
+            | QueryError::InvalidData(_)
             | QueryError::ResourceLimit(_) => 400,
             QueryError::Timeout(_) => 504,
             QueryError::Cancelled(_) | QueryError::Execution(_) => 500,
@@ -160,6 +168,19 @@ impl QueryError {
             | DataFusionError::SchemaError(..)
             | DataFusionError::NotImplemented(_) => QueryError::Plan(msg),
             _ if planning => QueryError::Plan(msg),
+            // Raised by the query's expressions on the values they read (function input
+            // checks, Arrow's compute kernels): the query's fault, not the server's. I/O,
+            // external (storage) and internal errors stay 500s.
+            DataFusionError::Execution(_) => QueryError::InvalidData(msg),
+            DataFusionError::ArrowError(e, _)
+                if !matches!(
+                    e.as_ref(),
+                    arrow::error::ArrowError::IoError(..)
+                        | arrow::error::ArrowError::ExternalError(_)
+                ) =>
+            {
+                QueryError::InvalidData(msg)
+            }
             _ => QueryError::Execution(msg),
         }
     }
@@ -992,6 +1013,36 @@ mod tests {
         assert_eq!(
             engine_err("SELECT 'abc"),
             "Lexical error at line [1], column [8]: Unterminated string literal"
+        );
+    }
+
+    /// Errors the query's own expressions raise on the values they read are the client's (400,
+    /// Druid's `INVALID_INPUT`); storage and internal failures stay 500s.
+    #[test]
+    fn runtime_errors_of_the_query_are_400s() {
+        let status = |e: DataFusionError| QueryError::from_datafusion(e, false).http_status();
+        assert_eq!(status(DataFusionError::Execution("bad input".into())), 400);
+        assert_eq!(
+            status(DataFusionError::ArrowError(
+                Box::new(arrow::error::ArrowError::DivideByZero),
+                None
+            )),
+            400
+        );
+        assert_eq!(status(DataFusionError::Internal("bug".into())), 500);
+        assert_eq!(
+            status(DataFusionError::IoError(std::io::Error::other("disk"))),
+            500
+        );
+        assert_eq!(
+            status(DataFusionError::ArrowError(
+                Box::new(arrow::error::ArrowError::IoError(
+                    "disk".into(),
+                    std::io::Error::other("disk")
+                )),
+                None
+            )),
+            500
         );
     }
 

@@ -7,6 +7,13 @@
 //!   supported!", "ASCENDING ordering with NULLS LAST is not supported!"). The placements it
 //!   supports are its defaults (`datafusion.sql_parser.default_null_ordering = nulls_min`, see
 //!   [`crate::engine`]).
+//! - An empty array constructor, `ARRAY[]`: Calcite's array value constructor takes at least
+//!   one element (`SqlOperator.checkOperandCount`: "Invalid number of arguments to function
+//!   'ARRAY'. Was expecting 1 arguments"), and nothing would give the array its type.
+//! - `RANK`, `DENSE_RANK`, `PERCENT_RANK`, `CUME_DIST` and `NTILE` over a window without
+//!   `ORDER BY` (`PERCENT_RANK() OVER ()`): Calcite's ranking functions require one
+//!   (`SqlWindow.validate`, `RESOURCE.funcNeedsOrderBy`: "RANK or DENSE_RANK functions require
+//!   ORDER BY clause in window specification"). A call over a named window is not checked.
 
 use std::ops::ControlFlow;
 
@@ -28,6 +35,10 @@ pub fn validate_statement<V: Visit>(stmt: &V) -> Result<()> {
 }
 
 struct Checks;
+
+/// Window functions Calcite's `requiresOrder()` is true for (its `SqlRankFunction`s and
+/// `NTILE`).
+const NEEDS_ORDER: &[&str] = &["rank", "dense_rank", "percent_rank", "cume_dist", "ntile"];
 
 /// Druid's error for an ordering it does not support, if `o` is one.
 fn check_order(o: &OrderByExpr) -> ControlFlow<DataFusionError> {
@@ -69,9 +80,26 @@ impl Visitor for Checks {
     }
 
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<DataFusionError> {
+        if let Expr::Array(array) = expr
+            && array.elem.is_empty()
+        {
+            return ControlFlow::Break(DataFusionError::Plan(
+                "Invalid number of arguments to function 'ARRAY'. Was expecting 1 arguments".into(),
+            ));
+        }
         if let Expr::Function(f) = expr {
             if let Some(WindowType::WindowSpec(spec)) = &f.over {
                 check_all(&spec.order_by)?;
+                let name = f.name.to_string().to_ascii_lowercase();
+                if spec.order_by.is_empty()
+                    && spec.window_name.is_none()
+                    && NEEDS_ORDER.contains(&name.as_str())
+                {
+                    return ControlFlow::Break(DataFusionError::Plan(
+                        "RANK or DENSE_RANK functions require ORDER BY clause in window specification"
+                            .into(),
+                    ));
+                }
             }
             check_all(&f.within_group)?;
             if let FunctionArguments::List(list) = &f.args {
@@ -96,13 +124,15 @@ mod tests {
         validate_statement(&stmts[0])
     }
 
-    /// `DruidSqlValidator.validateCall` rejects the placements Druid cannot sort in.
+    /// `DruidSqlValidator.validateCall` rejects the placements Druid cannot sort in; Calcite
+    /// rejects `ARRAY[]` and ranking without `ORDER BY`.
     #[test]
-    fn null_placements_druid_cannot_sort_are_rejected() {
+    fn what_druid_rejects_is_rejected() {
         for ok in [
             "SELECT x FROM t ORDER BY x",
             "SELECT x FROM t ORDER BY x NULLS FIRST, y DESC NULLS LAST",
             "SELECT ROW_NUMBER() OVER (ORDER BY x ASC NULLS FIRST) FROM t",
+            "SELECT ARRAY[1], ROW_NUMBER() OVER (), RANK() OVER (ORDER BY x) FROM t",
         ] {
             assert!(check(ok).is_ok(), "{ok}");
         }

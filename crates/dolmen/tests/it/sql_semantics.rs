@@ -385,3 +385,57 @@ fn mixed_types_coerce_without_failing() {
         vec![json!({"a": 5, "b": "a", "c": true, "d": null})]
     );
 }
+
+/// Errors read as Druid's: JSON functions read text that is not JSON as a string (Druid's
+/// `NestedDataExpressions.unwrap`), `'$.'` is the root path, malformed `PARSE_JSON` input and
+/// non-string `JSON_OBJECT` keys are the client's mistakes (400), and so are what Calcite
+/// rejects: `ARRAY[]` and ranking without `ORDER BY`. No SQL text gets a 5xx.
+#[test]
+fn bad_input_is_a_400_and_never_a_500() {
+    let (_dir, server) = with_events();
+    assert_eq!(
+        server.sql(
+            "SELECT JSON_VALUE('ABCD', '$') AS a, JSON_VALUE('ABCD', '$.x') AS b, \
+                    JSON_VALUE(PARSE_JSON('{\"x\": 1}'), '$.x') AS c, \
+                    TO_JSON_STRING(JSON_QUERY(PARSE_JSON('{\"x\": 1}'), '$.')) AS d"
+        ),
+        vec![json!({"a": "ABCD", "b": null, "c": "1", "d": "{\"x\":1}"})]
+    );
+    for (sql, message) in [
+        ("SELECT PARSE_JSON('{')", "PARSE_JSON"),
+        ("SELECT JSON_OBJECT(123: 'A')", "JSON_OBJECT"),
+        ("SELECT PARSE_JSON(page) FROM events", "PARSE_JSON"),
+        (
+            "SELECT ARRAY[]",
+            "Invalid number of arguments to function 'ARRAY'",
+        ),
+        (
+            "SELECT PERCENT_RANK() OVER ()",
+            "RANK or DENSE_RANK functions require ORDER BY clause in window specification",
+        ),
+    ] {
+        let (status, body) = server.post_json("/druid/v2/sql", &json!({ "query": sql }));
+        assert_eq!(status, 400, "{sql}: {body}");
+        let got = body["errorMessage"].as_str().unwrap_or_default();
+        assert!(got.contains(message), "{sql}: {body}");
+    }
+    // Odd SQL of every kind: a 200 or a 4xx, never a 5xx.
+    for sql in [
+        "SELECT 1/0",
+        "SELECT CAST('x' AS BIGINT) + 1",
+        "SELECT SUBSTRING('abc', 0, 1)",
+        "SELECT TIME_PARSE('nope')",
+        "SELECT JSON_VALUE(page, '$.a.b[3]') FROM events",
+        "SELECT MV_OFFSET(ARRAY['a'], 5)",
+        "SELECT x FROM (VALUES (1)) t(x) ORDER BY x NULLS LAST",
+        "SELECT SUM(sum_z) OVER (ORDER BY __time ROWS BETWEEN 5 FOLLOWING AND 2 FOLLOWING) FROM events",
+        "SELECT * FROM events WHERE __time = 'yesterday'",
+        "SELECT LOOKUP(page, 'missing') FROM events",
+        "SELEC 1",
+        "SELECT",
+        "SELECT 'unterminated",
+    ] {
+        let (status, body) = server.post_json("/druid/v2/sql", &json!({ "query": sql }));
+        assert!(status < 500, "{sql}: {status} {body}");
+    }
+}
