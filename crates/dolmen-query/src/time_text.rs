@@ -11,6 +11,9 @@
 //! coercion casts to a string type. The rule runs after type coercion and
 //! replaces each such cast with `TIME_FORMAT(x, 'yyyy-MM-dd HH:mm:ss', '<sqlTimeZone>')`.
 //!
+//! The other way, text cast to TIMESTAMP is read as a local time in `sqlTimeZone`
+//! (`castCharToDateTime`: `timestamp_parse(x, null, <sqlTimeZone>)`), NULL when it is no time.
+//!
 //! A TIMESTAMP cast to DATE is floored to the day in `sqlTimeZone` (Druid's `CAST(x AS DATE)`
 //! applies `TIME_FLOOR(x, 'P1D', null, <sqlTimeZone>)`); Arrow's cast takes the UTC day, so
 //! with another zone the cast reads the local date from `TIME_FORMAT(x, 'yyyy-MM-dd', zone)`.
@@ -45,14 +48,15 @@ pub const DATE_TEXT_PATTERN: &str = "yyyy-MM-dd";
 #[derive(Debug)]
 pub struct TimeTextRule {
     time_format: Arc<ScalarUDF>,
+    time_parse: Arc<ScalarUDF>,
 }
 
 impl Default for TimeTextRule {
     fn default() -> Self {
+        let udf = |f| Arc::new(ScalarUDF::new_from_impl(DruidTimeUdf::new(f)));
         TimeTextRule {
-            time_format: Arc::new(ScalarUDF::new_from_impl(DruidTimeUdf::new(
-                DruidTimeFunction::TimeFormat,
-            ))),
+            time_format: udf(DruidTimeFunction::TimeFormat),
+            time_parse: udf(DruidTimeFunction::TimeParse),
         }
     }
 }
@@ -126,6 +130,22 @@ impl TimeTextRule {
             (DataType::Timestamp(..), DataType::Date32 | DataType::Date64) if !zone.is_utc() => {
                 let local = self.format((**inner).clone(), DATE_TEXT_PATTERN, zone);
                 return Ok(Transformed::yes(rebuilt(local, to.clone())));
+            }
+            // Text read as a local time in the zone (`castCharToDateTime`:
+            // `timestamp_parse(x, null, <sqlTimeZone>)`), NULL when it is no time.
+            (f, DataType::Timestamp(..)) if is_string(f) && !zone.is_utc() => {
+                let parsed = Expr::ScalarFunction(ScalarFunction::new_udf(
+                    Arc::clone(&self.time_parse),
+                    vec![
+                        (**inner).clone(),
+                        lit(datafusion::common::ScalarValue::Utf8(None)),
+                        lit(zone.id().into_owned()),
+                    ],
+                ));
+                return Ok(Transformed::yes(Expr::TryCast(TryCast::new(
+                    Box::new(parsed),
+                    to.clone(),
+                ))));
             }
             _ => return Ok(Transformed::no(e)),
         };
@@ -229,6 +249,14 @@ mod tests {
         )
         .await;
         assert_eq!(got, ["2019-08-24 20:00:00", "2019-08-24"]);
+        // Text to TIMESTAMP is read in the zone: 20:00 in Los Angeles is 03:00 UTC.
+        let got = row(
+            la,
+            "SELECT TIMESTAMP_TO_MILLIS(CAST('2019-08-24 20:00:00' AS TIMESTAMP)) AS a, \
+                    CAST('nope' AS TIMESTAMP) AS b",
+        )
+        .await;
+        assert_eq!(got, ["1566702000000", "null"]);
     }
 
     /// Names and types of the select items are unchanged; only the text is.
