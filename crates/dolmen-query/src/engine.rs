@@ -107,6 +107,11 @@ pub enum QueryError {
     /// The query failed while running.
     #[error("{0}")]
     Execution(String),
+    /// The query's own expressions failed on the values they met while running (a function
+    /// given input it rejects, a division by zero): the client's mistake, a 400 (Druid's
+    /// `INVALID_INPUT` category of `DruidException`).
+    #[error("{0}")]
+    InvalidData(String),
 }
 
 impl QueryError {
@@ -119,6 +124,7 @@ impl QueryError {
             QueryError::Cancelled(_) => "Query cancelled",
             QueryError::Timeout(_) => "Query timeout",
             QueryError::Execution(_) => "Unknown exception",
+            QueryError::InvalidData(_) => "druidException",
         }
     }
 
@@ -133,6 +139,7 @@ impl QueryError {
             QueryError::Cancelled(_) => "org.apache.druid.query.QueryInterruptedException",
             QueryError::Timeout(_) => "org.apache.druid.query.QueryTimeoutException",
             QueryError::Execution(_) => "java.lang.RuntimeException",
+            QueryError::InvalidData(_) => "org.apache.druid.error.DruidException",
         }
     }
 
@@ -143,6 +150,7 @@ impl QueryError {
             QueryError::Parse(_)
             | QueryError::Plan(_)
             | QueryError::InvalidInput(_)
+            | QueryError::InvalidData(_)
             | QueryError::ResourceLimit(_) => 400,
             QueryError::Timeout(_) => 504,
             QueryError::Cancelled(_) | QueryError::Execution(_) => 500,
@@ -160,6 +168,19 @@ impl QueryError {
             | DataFusionError::SchemaError(..)
             | DataFusionError::NotImplemented(_) => QueryError::Plan(msg),
             _ if planning => QueryError::Plan(msg),
+            // Raised by the query's expressions on the values they read (function input
+            // checks, Arrow's compute kernels): the query's fault, not the server's. I/O,
+            // external (storage) and internal errors stay 500s.
+            DataFusionError::Execution(_) => QueryError::InvalidData(msg),
+            DataFusionError::ArrowError(e, _)
+                if !matches!(
+                    e.as_ref(),
+                    arrow::error::ArrowError::IoError(..)
+                        | arrow::error::ArrowError::ExternalError(_)
+                ) =>
+            {
+                QueryError::InvalidData(msg)
+            }
             _ => QueryError::Execution(msg),
         }
     }
@@ -380,6 +401,12 @@ impl QueryEngine {
             .with_information_schema(false)
             .with_target_partitions(target_partitions.max(1));
         config.options_mut().sql_parser.enable_ident_normalization = false;
+        // Druid sorts NULL as the smallest value: first ascending, last descending (Druid's
+        // window test `orderByDescNulls.sqlTest`: `DESC NULLS LAST` and `NULLS FIRST` plan as
+        // plain DESC and ASC sorts, nulls ranked first ascending). Explicit
+        // `NULLS FIRST`/`NULLS LAST` still win. Applies to ORDER BY, window and aggregate
+        // ordering alike (DataFusion's SQL planner reads it for every ORDER BY).
+        config.options_mut().sql_parser.default_null_ordering = "nulls_min".to_string();
         // Split segment files of 1 MiB and more across the scan partitions (by row group),
         // not only files of DataFusion's default 10 MiB: a day segment of a few hundred
         // thousand rows is a few MiB, and a query on one day should still use every core.
@@ -388,6 +415,10 @@ impl QueryEngine {
         let mut analyzer_rules: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
             vec![Arc::new(crate::multivalue::MultiValueRule)];
         analyzer_rules.extend(datafusion::optimizer::Analyzer::new().rules);
+        // After type coercion: the casts it adds turn TIMESTAMP values into Druid's text.
+        analyzer_rules.push(Arc::new(crate::time_text::TimeTextRule::default()));
+        // And text that does not convert to a number or a time is NULL, not an error.
+        analyzer_rules.push(crate::coercion::rule());
         let state = datafusion::execution::SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
@@ -400,6 +431,8 @@ impl QueryEngine {
             .with_physical_optimizer_rule(Arc::new(crate::dictionary::DictionaryAggregation))
             // Joins yield between output batches, so cancellation lands promptly.
             .with_physical_optimizer_rule(Arc::new(crate::cooperative::CooperativeJoins))
+            // Last: plain scans and LIMITs read segments in time order, as Druid's scan does.
+            .with_physical_optimizer_rule(Arc::new(crate::scan_order::TimeOrderedScans))
             .build();
         let ctx = SessionContext::new_with_state(state);
         crate::functions::register_druid_functions(&ctx);
@@ -450,8 +483,16 @@ impl QueryEngine {
         self.ctx.state()
     }
 
-    /// `state` with the settings of `p` that act through the session (`readFromDeepStorage`).
-    fn with_query_settings(state: SessionState, p: &PreparedQuery) -> SessionState {
+    /// `state` with the settings of `p` that act through the session (`readFromDeepStorage`,
+    /// and `sqlTimeZone` for the analyzer rules, [`crate::options::DruidSqlOptions`]).
+    fn with_query_settings(mut state: SessionState, p: &PreparedQuery) -> SessionState {
+        state
+            .config_mut()
+            .options_mut()
+            .extensions
+            .insert(crate::options::DruidSqlOptions {
+                time_zone: p.time_zone,
+            });
         if p.read_from_deep_storage == Some(true) {
             Self::reading_deep_storage(state)
         } else {
@@ -1004,6 +1045,36 @@ mod tests {
         assert_eq!(
             engine_err("SELECT 'abc"),
             "Lexical error at line [1], column [8]: Unterminated string literal"
+        );
+    }
+
+    /// Errors the query's own expressions raise on the values they read are the client's (400,
+    /// Druid's `INVALID_INPUT`); storage and internal failures stay 500s.
+    #[test]
+    fn runtime_errors_of_the_query_are_400s() {
+        let status = |e: DataFusionError| QueryError::from_datafusion(e, false).http_status();
+        assert_eq!(status(DataFusionError::Execution("bad input".into())), 400);
+        assert_eq!(
+            status(DataFusionError::ArrowError(
+                Box::new(arrow::error::ArrowError::DivideByZero),
+                None
+            )),
+            400
+        );
+        assert_eq!(status(DataFusionError::Internal("bug".into())), 500);
+        assert_eq!(
+            status(DataFusionError::IoError(std::io::Error::other("disk"))),
+            500
+        );
+        assert_eq!(
+            status(DataFusionError::ArrowError(
+                Box::new(arrow::error::ArrowError::IoError(
+                    "disk".into(),
+                    std::io::Error::other("disk")
+                )),
+                None
+            )),
+            500
         );
     }
 

@@ -33,7 +33,6 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::context::SessionState;
 use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{Expr, Set, Statement, UnaryOperator, Value};
-use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 use serde_json::{Map, Value as Json};
 
@@ -64,24 +63,22 @@ impl RequestSql {
     }
 }
 
-/// Parses a request's SQL text with the session's dialect.
+/// Parses a request's SQL text with Druid's dialect ([`crate::dialect::DruidDialect`]).
 ///
 /// # Errors
 /// A parse error (as DataFusion reports it) for bad SQL; a plan error when a statement other
 /// than the last is not a `SET`, when a `SET` assigns anything but one literal, or when the
 /// text holds no query after its `SET` statements.
 pub fn parse_request_sql(state: &SessionState, sql: &str) -> Result<RequestSql> {
-    let dialect_name = state.config().options().sql_parser.dialect;
-    let dialect = dialect_from_str(dialect_name)
-        .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect {dialect_name}")))?;
-    let text = crate::external::rewrite_extern(sql, dialect.as_ref())?;
-    let text = rewrite_standard_forms(&text, dialect.as_ref())?;
-    let (text, explain) = blank_explain_plan_for(&text, dialect.as_ref())?;
-    let (text, parameter_count) = number_placeholders(&text, dialect.as_ref())?;
-    let (text, dml) = split_dml(&text, dialect.as_ref())?;
+    let dialect = crate::dialect::DruidDialect::default();
+    let text = crate::external::rewrite_extern(sql, &dialect)?;
+    let text = rewrite_standard_forms(&text, &dialect)?;
+    let (text, explain) = blank_explain_plan_for(&text, &dialect)?;
+    let (text, parameter_count) = number_placeholders(&text, &dialect)?;
+    let (text, dml) = split_dml(&text, &dialect)?;
     let recursion_limit = state.config().options().sql_parser.recursion_limit.get();
     let mut statements = DFParserBuilder::new(text.as_str())
-        .with_dialect(dialect.as_ref())
+        .with_dialect(&dialect)
         .with_recursion_limit(recursion_limit)
         .build()?
         .parse_statements()?;
@@ -512,8 +509,7 @@ mod tests {
     use datafusion::prelude::SessionContext;
 
     fn standard(sql: &str) -> String {
-        let dialect = dialect_from_str("generic").unwrap();
-        rewrite_standard_forms(sql, dialect.as_ref()).unwrap()
+        rewrite_standard_forms(sql, &crate::dialect::DruidDialect::default()).unwrap()
     }
 
     /// The single value of `sql` (after the rewrite) as text.

@@ -128,7 +128,8 @@ pub fn rewrite_df_statement(stmt: &mut DFStatement, opts: &RewriteOptions) -> Re
     }
 }
 
-/// Parses `sql` with the session's SQL dialect, applies the Druid rewrites (UTC), plans it and
+/// Parses `sql` with Druid's dialect ([`crate::dialect::DruidDialect`]), applies the Druid
+/// rewrites (UTC), plans it and
 /// returns the [`DataFrame`] (not yet executed; call `collect` or `execute_stream`).
 ///
 /// Only read-only queries are allowed: DDL (`CREATE ...`), DML (`INSERT`, `COPY`) and
@@ -171,14 +172,28 @@ pub async fn sql_to_logical_plan(
     sql: &str,
     opts: &RewriteOptions,
 ) -> Result<LogicalPlan> {
-    let dialect = state.config().options().sql_parser.dialect;
-    let stmt = state.sql_to_statement(sql, &dialect)?;
+    let recursion_limit = state.config().options().sql_parser.recursion_limit.get();
+    let mut statements = datafusion::sql::parser::DFParserBuilder::new(sql)
+        .with_dialect(&crate::dialect::DruidDialect::default())
+        .with_recursion_limit(recursion_limit)
+        .build()?
+        .parse_statements()?;
+    if statements.len() != 1 {
+        return Err(plan_error(
+            "The query must be exactly one statement".to_string(),
+        ));
+    }
+    let stmt = statements
+        .pop_front()
+        .ok_or_else(|| plan_error("Empty query".into()))?;
     statement_to_logical_plan(state, stmt, opts).await
 }
 
-/// Names unaliased select items (`EXPR$n`), applies the Druid rewrites (and maps expressions
-/// over multi-value columns, [`crate::multivalue::map_multi_value_expressions`]) and plans an
-/// already parsed statement into an (unoptimized) [`LogicalPlan`].
+/// Checks what Druid's validator rejects ([`crate::validate`]), names unaliased select items
+/// (`EXPR$n`), reads window frames as Druid does ([`crate::frames`]), applies the Druid
+/// rewrites (and maps expressions over multi-value columns,
+/// [`crate::multivalue::map_multi_value_expressions`]) and plans an already parsed statement
+/// into an (unoptimized) [`LogicalPlan`].
 ///
 /// # Errors
 /// Rewrite and planning errors.
@@ -188,7 +203,9 @@ pub async fn statement_to_logical_plan(
     opts: &RewriteOptions,
 ) -> Result<LogicalPlan> {
     if let DFStatement::Statement(s) = &mut stmt {
+        crate::validate::validate_statement(s.as_ref())?;
         crate::naming::name_unaliased_expressions(s);
+        crate::frames::rewrite_window_frames(s.as_mut());
     }
     rewrite_df_statement(&mut stmt, opts)?;
     crate::multivalue::map_multi_value_expressions(state, &mut stmt).await?;
@@ -485,9 +502,49 @@ fn rewrite_json_value_returning(expr: &mut Expr) -> Result<()> {
     Ok(())
 }
 
+/// Whether `f` is called without arguments (`f` or `f()`).
+fn has_no_args(f: &Function) -> bool {
+    match &f.args {
+        FunctionArguments::None => true,
+        FunctionArguments::List(l) => l.args.is_empty() && l.clauses.is_empty(),
+        FunctionArguments::Subquery(_) => false,
+    }
+}
+
 fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
     let tz = opts.zone();
     match expr {
+        // Calcite's niladic time functions (Druid's `DruidConvertletTable`): `LOCALTIMESTAMP`
+        // is `CURRENT_TIMESTAMP` and `LOCALTIME` is `CURRENT_TIME` (Druid gives both of a pair
+        // the same value), and `CURRENT_DATE` is the day of `CURRENT_TIMESTAMP` in
+        // `sqlTimeZone` (a TIMESTAMP cast to DATE takes its day there, `crate::time_text`).
+        Expr::Function(f)
+            if f.over.is_none()
+                && has_no_args(f)
+                && matches!(
+                    ident_name(f).as_deref(),
+                    Some("localtimestamp" | "localtime" | "current_date")
+                ) =>
+        {
+            let now = |name: &str| {
+                Expr::Function(Function {
+                    name: ObjectName::from(vec![Ident::new(name)]),
+                    args: FunctionArguments::None,
+                    ..f.clone()
+                })
+            };
+            *expr = match ident_name(f).as_deref() {
+                Some("localtimestamp") => now("current_timestamp"),
+                Some("localtime") => now("current_time"),
+                _ => Expr::Cast {
+                    kind: CastKind::Cast,
+                    expr: Box::new(now("current_timestamp")),
+                    data_type: SqlDataType::Date,
+                    array: false,
+                    format: None,
+                },
+            };
+        }
         Expr::Floor {
             expr: inner,
             field: CeilFloorKind::DateTimeField(field),
@@ -587,6 +644,30 @@ fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
                             with_zone(vec![ts, string_lit(period)], 3, tz),
                         );
                     }
+                }
+                // Calcite's `NULLIF(a, b)` is `CASE WHEN a = b THEN NULL ELSE a END`
+                // (`SqlNullifFunction.rewriteCall`): typed as `a`, the comparison coerced as
+                // any comparison (`crate::coercion`). DataFusion's casts both to one type.
+                "nullif" if args.len() == 2 => {
+                    let mut it = args.into_iter();
+                    let (a, b) = (
+                        it.next().unwrap_or_else(null_lit),
+                        it.next().unwrap_or_else(null_lit),
+                    );
+                    *expr = Expr::Case {
+                        case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        operand: None,
+                        conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                            condition: Expr::BinaryOp {
+                                left: Box::new(Expr::Nested(Box::new(a.clone()))),
+                                op: BinaryOperator::Eq,
+                                right: Box::new(Expr::Nested(Box::new(b))),
+                            },
+                            result: null_lit(),
+                        }],
+                        else_result: Some(Box::new(a)),
+                    };
                 }
                 "timestampadd" if args.len() == 3 => {
                     let unit = unit_name(&args[0]).unwrap_or_default();

@@ -193,7 +193,10 @@ impl ControllerRunner for StatementRunner {
 /// uses (`QueryNotSupported`, `InvalidInput`...), see `dolmen_overlord::controller`.
 pub fn query_failure(e: &QueryError) -> IngestError {
     let code = match e {
-        QueryError::Parse(_) | QueryError::Plan(_) | QueryError::InvalidInput(_) => "InvalidInput",
+        QueryError::Parse(_)
+        | QueryError::Plan(_)
+        | QueryError::InvalidInput(_)
+        | QueryError::InvalidData(_) => "InvalidInput",
         QueryError::ResourceLimit(_) => "TooManyRowsInAWindow",
         QueryError::Cancelled(_) => return IngestError::Canceled,
         QueryError::Timeout(_) => "QueryRuntimeError",

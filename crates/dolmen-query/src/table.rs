@@ -10,6 +10,10 @@
 //! predicate). Entries visible over only part of their time chunk (a higher version covers the
 //! rest) are read with a filter restricting `__time` to the visible part.
 //!
+//! A scan lists its files in time order (timeline entries by interval, then the hydrants) and
+//! gives each partition a contiguous run of them, so that reading the partitions in turn reads
+//! the segments in time order, as Druid's scan does ([`crate::scan_order`]).
+//!
 //! Equality filters on string dimensions (`dim = 'value'`, in a conjunction) go through the
 //! value indexes of [`crate::index`]: a segment without the value is not read, and one with it
 //! is read through a row selection of the matching rows only.
@@ -242,9 +246,16 @@ impl DatasourceTable {
 }
 
 /// The merged schema of a timeline's visible segments and a datasource's hydrants: `__time`,
-/// then the dimensions, then the metrics, each in the order the newest data lists them. The
-/// hydrants (realtime data) count as newer than every segment, the last registered first; a
-/// column keeps the type it has in the newest data that has it.
+/// then the dimensions in the order the newest data lists them, then the metrics sorted by
+/// name. The hydrants (realtime data) count as newer than every segment, the last registered
+/// first; a column keeps the type it has in the newest data that has it.
+///
+/// This is Druid's row signature of a datasource (`SELECT *`, `INFORMATION_SCHEMA.COLUMNS`):
+/// the broker merges the segments' signatures newest first
+/// (`AbstractSegmentMetadataCache.buildDataSourceRowSignature`), each segment's being its
+/// column order (`SegmentAnalyzer.analyze` keeps it), which is `__time`, the dimensions in
+/// order, then the metrics as `IndexMergerV9` wrote them: `IndexMerger.mergeIndexed`, a
+/// `TreeSet`, sorts them by name (Java's `String` order, UTF-16 code units).
 pub fn datasource_schema(timeline: &Timeline, hydrants: &[Arc<Hydrant>]) -> SchemaRef {
     let mut fields = vec![Field::new(
         TIME_COLUMN,
@@ -275,6 +286,7 @@ pub fn datasource_schema(timeline: &Timeline, hydrants: &[Arc<Hydrant>]) -> Sche
             }
         }
     }
+    metrics.sort_by(|a, b| a.name.encode_utf16().cmp(b.name.encode_utf16()));
     for c in dims.into_iter().chain(metrics) {
         if multi.contains(c.name.as_str()) && c.ty == dolmen_segment::ColumnType::String {
             let mut mv = c.clone();
@@ -449,7 +461,6 @@ impl TableProvider for DatasourceTable {
             per_entry_remote[i]
                 .push(PartitionedFile::new(key, s.size).with_statistics(Arc::new(stats)));
         }
-        let mut plans: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
         let local = (ObjectStoreUrl::local_filesystem(), reader_factory);
         let remote = remote_store.map(|(url, store)| {
             let factory: Arc<dyn ParquetFileReaderFactory> =
@@ -459,44 +470,54 @@ impl TableProvider for DatasourceTable {
                 ));
             (url, factory)
         });
-        for (per_entry, (url, factory)) in [(per_entry, Some(local)), (per_entry_remote, remote)]
-            .into_iter()
-            .filter_map(|(files, store)| Some((files, store?)))
+        // The scans in time order (`crate::scan_order`: a plain scan reads them, and each
+        // one's partitions, one after the other): consecutive whole entries read from the same
+        // store share one scan; an entry visible over only part of its time chunk is a scan of
+        // its own, restricted to the visible part.
+        let mut runs: Vec<(bool, Option<&TimelineEntry>, Vec<PartitionedFile>)> = Vec::new();
+        for ((e, local_files), remote_files) in entries.iter().zip(per_entry).zip(per_entry_remote)
         {
-            let mut whole: Vec<PartitionedFile> = Vec::new();
-            let mut partial: Vec<(&TimelineEntry, Vec<PartitionedFile>)> = Vec::new();
-            for (e, files) in entries.iter().zip(per_entry) {
+            for (is_remote, files) in [(false, local_files), (true, remote_files)] {
                 if files.is_empty() {
                     continue;
                 }
-                if e.is_whole() {
-                    whole.extend(files);
-                } else {
-                    partial.push((e, files));
+                match runs.last_mut() {
+                    Some((r, None, run)) if *r == is_remote && e.is_whole() => run.extend(files),
+                    _ => runs.push((is_remote, (!e.is_whole()).then_some(*e), files)),
                 }
             }
-            let scan = ScanTarget {
-                url: &url,
-                reader_factory: &factory,
+        }
+        let mut plans: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+        for (is_remote, partial, files) in runs {
+            let Some((url, factory)) = (if is_remote {
+                remote.as_ref()
+            } else {
+                Some(&local)
+            }) else {
+                continue;
             };
-            if !whole.is_empty() {
-                plans.push(self.parquet_scan(
+            let scan = ScanTarget {
+                url,
+                reader_factory: factory,
+            };
+            match partial {
+                None => plans.push(self.parquet_scan(
                     &scan,
-                    whole,
+                    files,
                     target,
                     projection,
                     predicate.clone(),
                     limit,
-                )?);
-            }
-            for (e, files) in partial {
-                // Read all columns needed for the time restriction, then project.
-                let scan = self.parquet_scan(&scan, files, 1, None, predicate.clone(), None)?;
-                let filter =
-                    FilterExecBuilder::new(time_restriction(&self.schema, e.interval)?, scan)
-                        .apply_projection(projection.cloned())?
-                        .build()?;
-                plans.push(Arc::new(filter));
+                )?),
+                Some(e) => {
+                    // Read all columns needed for the time restriction, then project.
+                    let scan = self.parquet_scan(&scan, files, 1, None, predicate.clone(), None)?;
+                    let filter =
+                        FilterExecBuilder::new(time_restriction(&self.schema, e.interval)?, scan)
+                            .apply_projection(projection.cloned())?
+                            .build()?;
+                    plans.push(Arc::new(filter));
+                }
             }
         }
         if !hydrants.is_empty() {
@@ -677,10 +698,15 @@ impl DatasourceTable {
         }
         stats.num_rows = rows;
         stats.total_byte_size = bytes;
+        // Contiguous runs of the (time-ordered) files, so that reading the partitions one after
+        // the other reads the files in order ([`crate::scan_order`]); the first `len % n`
+        // groups take one file more.
         let n = target.min(files.len()).max(1);
-        let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); n];
-        for (i, f) in files.into_iter().enumerate() {
-            groups[i % n].push(f);
+        let (per, extra) = (files.len() / n, files.len() % n);
+        let mut groups: Vec<Vec<PartitionedFile>> = Vec::with_capacity(n);
+        let mut files = files.into_iter();
+        for g in 0..n {
+            groups.push(files.by_ref().take(per + usize::from(g < extra)).collect());
         }
         let config = FileScanConfigBuilder::new(at.url.clone(), Arc::new(source))
             .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
@@ -826,6 +852,9 @@ mod dictionary_tests;
 mod plan_cache_tests;
 
 #[cfg(test)]
+mod semantics_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use datafusion::prelude::{col, lit};
@@ -949,6 +978,67 @@ mod tests {
             last_compaction_state: None,
             identifier: format!("mv_{interval}_v1"),
         }
+    }
+
+    /// A segment payload with `columns` (no file: only the schema is read).
+    fn payload(interval: &str, columns: Vec<SegmentColumn>) -> dolmen_segment::DataSegment {
+        use dolmen_segment::{DataSegment, ShardSpec};
+        DataSegment {
+            data_source: "ds".into(),
+            interval: Interval::parse(interval).unwrap(),
+            version: "v1".into(),
+            load_spec: dolmen_segment::LoadSpec::Local {
+                path: "/nowhere".into(),
+            },
+            dimensions: String::new(),
+            metrics: String::new(),
+            shard_spec: ShardSpec::Numbered {
+                partition_num: 0,
+                partitions: 1,
+            },
+            binary_version: 9,
+            size: 0,
+            num_rows: 0,
+            columns,
+            last_compaction_state: None,
+            identifier: format!("ds_{interval}_v1"),
+        }
+    }
+
+    /// Druid's datasource row signature: `__time`, dimensions in the newest segment's order,
+    /// metrics sorted by name (`IndexMerger.mergeIndexed` writes them sorted), whatever order
+    /// the metricsSpec gave.
+    #[test]
+    fn metrics_follow_the_dimensions_sorted_by_name() {
+        use dolmen_segment::{ColumnKind, ColumnType};
+        let dim = |n: &str| SegmentColumn::new(n, ColumnType::String, ColumnKind::Dimension);
+        let metric = |n: &str| SegmentColumn::new(n, ColumnType::Long, ColumnKind::Metric);
+        let old = payload(
+            "2020-01-01/2020-01-02",
+            vec![
+                dim("page"),
+                metric("sum_z"),
+                metric("count"),
+                dim("old_dim"),
+            ],
+        );
+        let new = payload(
+            "2020-01-02/2020-01-03",
+            vec![
+                dim("user"),
+                dim("page"),
+                metric("sum_z"),
+                metric("count"),
+                metric("a_b"),
+            ],
+        );
+        let timeline = Timeline::build([Arc::new(old), Arc::new(new)]);
+        let schema = datasource_schema(&timeline, &[]);
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            ["__time", "user", "page", "old_dim", "a_b", "count", "sum_z"]
+        );
     }
 
     #[tokio::test]

@@ -49,12 +49,13 @@ async fn group_by_a_string_dimension_aggregates_by_dictionary_id() {
     let f = fixture().await;
     let sql = "SELECT channel, COUNT(*), SUM(added), MAX(page) FROM rt GROUP BY channel \
                ORDER BY channel";
+    // Null sorts first ascending, as in Druid.
     let expected = vec![
+        vec!["null", "2", "103", "e"],
         vec!["#de", "2", "40", "b"],
         vec!["#en", "3", "25", "d"],
         vec!["#fr", "2", "1002", "b"],
         vec!["#ja", "1", "2000", "f"],
-        vec!["null", "2", "103", "e"],
     ];
     let expected: Vec<Vec<String>> = expected
         .into_iter()
@@ -88,10 +89,10 @@ async fn group_by_a_string_dimension_aggregates_by_dictionary_id() {
     assert_eq!(
         f.query(filtered).await.unwrap(),
         vec![
+            vec!["null", "1", "3"],
             vec!["#de", "2", "40"],
             vec!["#en", "2", "25"],
             vec!["#fr", "0", "2"],
-            vec!["null", "1", "3"],
         ]
         .into_iter()
         .map(|r| r.into_iter().map(str::to_string).collect::<Vec<_>>())
@@ -115,11 +116,12 @@ async fn shapes_the_rewrite_does_not_take_still_answer() {
         ]
     );
     // An aggregate over the group column.
-    let sql = "SELECT channel, MIN(channel) FROM rt GROUP BY channel ORDER BY channel LIMIT 1";
+    let sql = "SELECT channel, MIN(channel) FROM rt GROUP BY channel \
+               ORDER BY channel DESC LIMIT 1";
     assert!(!plan(&f, sql).await.contains("DictionaryGroupAggregateExec"));
     assert_eq!(
         f.query(sql).await.unwrap(),
-        vec![vec!["#de".to_string(), "#de".to_string()]]
+        vec![vec!["#ja".to_string(), "#ja".to_string()]]
     );
 }
 
@@ -244,7 +246,7 @@ async fn distinct_counts_read_value_indexes_once_built() {
     assert!(built, "the value indexes were never used");
     assert_eq!(
         f.query(listing).await.unwrap(),
-        rows(&[&["#de"], &["#en"], &["#fr"], &["null"]])
+        rows(&[&["null"], &["#de"], &["#en"], &["#fr"]])
     );
     assert_eq!(exact(&f, distinct).await, rows(&[&["3", "4"]]));
     assert!(plan(&f, approx).await.contains("DistinctValuesExec"));
@@ -262,6 +264,6 @@ async fn distinct_counts_read_value_indexes_once_built() {
     assert!(!plan(&f, filtered).await.contains("DistinctValuesExec"));
     assert_eq!(
         f.query(filtered).await.unwrap(),
-        rows(&[&["#de"], &["#en"], &["null"]])
+        rows(&[&["null"], &["#de"], &["#en"]])
     );
 }

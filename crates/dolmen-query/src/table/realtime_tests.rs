@@ -266,9 +266,9 @@ async fn hydrant_rows_add_to_the_segments_and_are_pruned_by_time() {
             .await
             .unwrap(),
         vec![
+            vec!["null".to_string(), "4".to_string()],
             vec!["#en".to_string(), "1".to_string()],
             vec!["#fr".to_string(), "1".to_string()],
-            vec!["null".to_string(), "4".to_string()],
         ]
     );
     assert_eq!(

@@ -12,6 +12,7 @@ mod metrics;
 mod sql_api;
 mod sql_formats;
 mod sql_functions;
+mod sql_semantics;
 mod statements;
 mod supervisors;
 mod tasks_api;

@@ -1,0 +1,192 @@
+//! Druid's casts from text: a string that does not convert is NULL, not an error
+//! ([`LenientCastRule`], an analyzer rule after DataFusion's type coercion).
+//!
+//! `docs/querying/sql-data-types.md`: "If a value cannot be cast to the target type, as in
+//! `CAST('foo' AS BIGINT)`, Druid substitutes NULL." Druid's native `CAST(x, 'LONG')` of a
+//! string parses it as a long and, failing that, as a double it truncates
+//! (`ExprEval.computeNumber`: `'1.5'` is 1). Arrow's cast fails the query instead, and
+//! DataFusion inserts such casts wherever Calcite coerces types too: comparing a string with a
+//! number (`'a' = 1`, `x IS DISTINCT FROM 'a'`), `COALESCE(null, 5, 'abc')` (typed as the
+//! number, Calcite's least restrictive type for it; `'abc'` becomes NULL, so the answer is 5),
+//! `CASE`, `IN` lists. The rule turns every cast of a string to a number, a date or a
+//! timestamp into one that gives NULL when the text does not convert:
+//!
+//! | cast | becomes |
+//! |---|---|
+//! | string to an integer type | `TRY_CAST(COALESCE(TRY_CAST(s AS BIGINT), TRY_CAST(TRY_CAST(s AS DOUBLE) AS BIGINT)) AS type)` |
+//! | string to a floating point or decimal type, a date or a timestamp | `TRY_CAST(s AS type)` |
+//!
+//! `NULLIF(a, b)` is Calcite's `CASE WHEN a = b THEN NULL ELSE a END` (`SqlNullifFunction`),
+//! typed as `a`; [`crate::rewrite`] writes it so, as DataFusion's `NULLIF` casts both arguments
+//! to one type.
+
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, Result};
+use datafusion::config::ConfigOptions;
+use datafusion::logical_expr::expr::{Cast, TryCast};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan};
+use datafusion::optimizer::AnalyzerRule;
+
+/// The analyzer rule of the module docs; runs after DataFusion's type coercion.
+#[derive(Debug, Default)]
+pub struct LenientCastRule;
+
+impl AnalyzerRule for LenientCastRule {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.transform_up_with_subqueries(rewrite_node)
+            .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "druid_lenient_casts"
+    }
+}
+
+fn is_string(t: &DataType) -> bool {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => is_string(v),
+        _ => false,
+    }
+}
+
+fn try_cast(e: Expr, to: DataType) -> Expr {
+    Expr::TryCast(TryCast::new(Box::new(e), to))
+}
+
+fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+    let mut schema = merge_schema(&node.inputs());
+    if let LogicalPlan::TableScan(ts) = &node {
+        schema.merge(&DFSchema::try_from_qualified_schema(
+            ts.table_name.clone(),
+            &ts.source.schema(),
+        )?);
+    }
+    let preserver = NamePreserver::new(&node);
+    node.map_expressions(|e| {
+        let saved = preserver.save(&e);
+        let out = e.transform_up(|e| rewrite_expr(e, &schema))?;
+        Ok(if out.transformed {
+            out.update_data(|e| saved.restore(e))
+        } else {
+            out
+        })
+    })
+}
+
+fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let Expr::Cast(Cast { expr, field }) = &e else {
+        return Ok(Transformed::no(e));
+    };
+    let to = field.data_type().clone();
+    let Ok(from) = expr.get_type(schema) else {
+        return Ok(Transformed::no(e));
+    };
+    if !is_string(&from) {
+        return Ok(Transformed::no(e));
+    }
+    let text = (**expr).clone();
+    Ok(Transformed::yes(match &to {
+        t if t.is_integer() => {
+            let as_long = try_cast(text.clone(), DataType::Int64);
+            let via_double = try_cast(try_cast(text, DataType::Float64), DataType::Int64);
+            let long = datafusion::functions::core::expr_fn::coalesce(vec![as_long, via_double]);
+            if to == DataType::Int64 {
+                long
+            } else {
+                try_cast(long, to)
+            }
+        }
+        DataType::Float16
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..)
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Timestamp(..) => try_cast(text, to),
+        _ => return Ok(Transformed::no(e)),
+    }))
+}
+
+/// The rule as a shared analyzer rule, for the engine's list.
+pub fn rule() -> Arc<dyn AnalyzerRule + Send + Sync> {
+    Arc::new(LenientCastRule)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, AsArray};
+    use datafusion::prelude::SessionContext;
+
+    fn ctx() -> SessionContext {
+        let mut rules = datafusion::optimizer::Analyzer::new().rules;
+        rules.push(rule());
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_default_features()
+            .with_analyzer_rules(rules)
+            .build();
+        SessionContext::new_with_state(state)
+    }
+
+    async fn row(sql: &str) -> Vec<String> {
+        let batches = ctx()
+            .sql(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        batches[0]
+            .columns()
+            .iter()
+            .map(|c| {
+                let c = arrow::compute::cast(c, &DataType::Utf8).unwrap();
+                let c = c.as_string::<i32>();
+                if c.is_valid(0) {
+                    c.value(0).to_string()
+                } else {
+                    "null".to_string()
+                }
+            })
+            .collect()
+    }
+
+    /// `sql-data-types.md`: `CAST('foo' AS BIGINT)` is NULL; Druid's long parsing falls back
+    /// to a double (`'1.5'` is 1).
+    #[tokio::test]
+    async fn text_that_does_not_convert_is_null() {
+        assert_eq!(
+            row(
+                "SELECT CAST('foo' AS BIGINT) AS a, CAST('12' AS BIGINT) + 1 AS b, \
+                        CAST('1.5' AS BIGINT) AS c, CAST(' x' AS DOUBLE) AS d, \
+                        CAST('2.5' AS DOUBLE) AS e, CAST('nope' AS TIMESTAMP) AS f, \
+                        CAST('99999999999' AS INT) AS g"
+            )
+            .await,
+            ["null", "13", "1", "null", "2.5", "null", "null"]
+        );
+    }
+
+    /// Comparisons and `COALESCE` coerce a string to the number it meets, as Calcite's
+    /// coercion does; text that is not a number is NULL there.
+    #[tokio::test]
+    async fn coerced_text_does_not_fail_the_query() {
+        assert_eq!(
+            row(
+                "SELECT COALESCE(null, null, 5, 'abc') AS a, 1 IS DISTINCT FROM 'a' AS b, \
+                        'a' = 1 AS c, 2 IS NOT DISTINCT FROM '2' AS d"
+            )
+            .await,
+            ["5", "true", "null", "true"]
+        );
+    }
+}
