@@ -153,8 +153,7 @@ impl Server {
 
     /// SIGTERM and wait (graceful shutdown).
     pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id() as i32;
-        unsafe_kill(pid, 15);
+        send_signal(self.child.id(), Sig::Term);
         let status = wait_timeout(&mut self.child, Duration::from_secs(60));
         std::mem::forget(self);
         status
@@ -189,12 +188,24 @@ pub(crate) fn wait_timeout(child: &mut Child, timeout: Duration) -> std::process
     }
 }
 
-/// Sends a signal with the `kill` command (no libc dependency in tests).
-pub(crate) fn unsafe_kill(pid: i32, sig: i32) {
-    let _ = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .status();
+/// A signal a test sends to a server process.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sig {
+    /// SIGINT (Ctrl-C).
+    Int,
+    /// SIGTERM (a service manager's stop).
+    Term,
+}
+
+/// Sends `sig` to process `pid` (the kill(2) system call: a minimal Debian has no `kill`
+/// command).
+pub(crate) fn send_signal(pid: u32, sig: Sig) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
+    let sig = match sig {
+        Sig::Int => rustix::process::Signal::INT,
+        Sig::Term => rustix::process::Signal::TERM,
+    };
+    let _ = rustix::process::kill_process(pid, sig);
 }
 
 /// Druid's quickstart spec with `baseDir` pointing at the repository's examples.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::{Server, unsafe_kill, wait_for_line, wait_timeout};
+use crate::common::{Server, Sig, send_signal, wait_for_line, wait_timeout};
 
 /// Submits a task over 400,000 inline rows into `data_source` and returns its id once the task
 /// is reading rows (so that a kill or shutdown lands mid-flight).
@@ -85,7 +85,7 @@ fn status_and_config_file() {
         .unwrap();
     assert_eq!(health, json!(true));
     assert!(dir.path().join("from-file/metadata.db").exists());
-    unsafe_kill(child.id() as i32, 2);
+    send_signal(child.id(), Sig::Int);
     assert!(wait_timeout(&mut child, Duration::from_secs(30)).success());
 }
 
@@ -162,7 +162,7 @@ fn quickstart_loads_once_and_serves_until_interrupted() {
             .json()
             .unwrap();
         assert_eq!(body, json!([{"c": 39244}]));
-        unsafe_kill(child.id() as i32, 2);
+        send_signal(child.id(), Sig::Int);
         assert!(wait_timeout(&mut child, Duration::from_secs(30)).success());
     }
 }
