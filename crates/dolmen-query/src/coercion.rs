@@ -124,7 +124,6 @@ pub fn rule() -> Arc<dyn AnalyzerRule + Send + Sync> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Array, AsArray};
     use datafusion::prelude::SessionContext;
 
     fn ctx() -> SessionContext {
@@ -145,19 +144,7 @@ mod tests {
             .collect()
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        batches[0]
-            .columns()
-            .iter()
-            .map(|c| {
-                let c = arrow::compute::cast(c, &DataType::Utf8).unwrap();
-                let c = c.as_string::<i32>();
-                if c.is_valid(0) {
-                    c.value(0).to_string()
-                } else {
-                    "null".to_string()
-                }
-            })
-            .collect()
+        crate::test_support::first_row_text(&batches)
     }
 
     /// `sql-data-types.md`: `CAST('foo' AS BIGINT)` is NULL; Druid's long parsing falls back

@@ -51,6 +51,8 @@ pub mod sql_ingest;
 pub mod statement;
 pub mod system;
 pub mod table;
+#[cfg(test)]
+mod test_support;
 pub mod time_text;
 pub mod validate;
 pub mod writer;

@@ -160,7 +160,7 @@ impl TimeTextRule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Array, AsArray};
+    use arrow::array::AsArray;
     use datafusion::prelude::{SessionConfig, SessionContext};
 
     /// A session with the Druid functions and the rule after type coercion, in `zone`.
@@ -182,19 +182,7 @@ mod tests {
     /// The first row of `sql` as text, column by column (`null` for nulls).
     async fn row(zone: Zone, sql: &str) -> Vec<String> {
         let batches = ctx(zone).sql(sql).await.unwrap().collect().await.unwrap();
-        let b = &batches[0];
-        b.columns()
-            .iter()
-            .map(|c| {
-                let c = arrow::compute::cast(c, &DataType::Utf8).unwrap();
-                let c = c.as_string::<i32>();
-                if c.is_valid(0) {
-                    c.value(0).to_string()
-                } else {
-                    "null".to_string()
-                }
-            })
-            .collect()
+        crate::test_support::first_row_text(&batches)
     }
 
     /// Druid: `CAST(__time AS VARCHAR)` is `timestamp_format(__time, 'yyyy-MM-dd HH:mm:ss', tz)`
