@@ -38,7 +38,7 @@ pub struct LenientCastRule;
 
 impl AnalyzerRule for LenientCastRule {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        plan.transform_up_with_subqueries(rewrite_node)
+        plan.transform_up_with_subqueries(|node| rewrite_node_expressions(node, rewrite_expr))
             .map(|t| t.data)
     }
 
@@ -59,7 +59,17 @@ fn try_cast(e: Expr, to: DataType) -> Expr {
     Expr::TryCast(TryCast::new(Box::new(e), to))
 }
 
-fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+/// Rewrites the expressions of one plan node bottom-up with `rewrite`, given the schema those
+/// expressions read (the node's inputs', plus a table scan's own), keeping each expression's
+/// output name as DataFusion's own type coercion does. Shared by the analyzer rules that run
+/// after type coercion ([`rule`], [`crate::time_text`]).
+///
+/// # Errors
+/// What `rewrite` returns, or a schema that cannot be built.
+pub(crate) fn rewrite_node_expressions(
+    node: LogicalPlan,
+    mut rewrite: impl FnMut(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<Transformed<LogicalPlan>> {
     let mut schema = merge_schema(&node.inputs());
     if let LogicalPlan::TableScan(ts) = &node {
         schema.merge(&DFSchema::try_from_qualified_schema(
@@ -70,7 +80,7 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     let preserver = NamePreserver::new(&node);
     node.map_expressions(|e| {
         let saved = preserver.save(&e);
-        let out = e.transform_up(|e| rewrite_expr(e, &schema))?;
+        let out = e.transform_up(|e| rewrite(e, &schema))?;
         Ok(if out.transformed {
             out.update_data(|e| saved.restore(e))
         } else {

@@ -25,12 +25,10 @@
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::expr::{Cast, ScalarFunction, TryCast};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, ScalarUDF, lit};
 use datafusion::optimizer::AnalyzerRule;
 use dolmen_common::zone::Zone;
@@ -64,8 +62,12 @@ impl Default for TimeTextRule {
 impl AnalyzerRule for TimeTextRule {
     fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> Result<LogicalPlan> {
         let zone = DruidSqlOptions::from_config(config).time_zone;
-        plan.transform_up_with_subqueries(|node| self.rewrite_node(node, zone))
-            .map(|t| t.data)
+        plan.transform_up_with_subqueries(|node| {
+            crate::coercion::rewrite_node_expressions(node, |e, schema| {
+                self.rewrite_expr(e, schema, zone)
+            })
+        })
+        .map(|t| t.data)
     }
 
     fn name(&self) -> &str {
@@ -78,26 +80,6 @@ fn is_string(t: &DataType) -> bool {
 }
 
 impl TimeTextRule {
-    fn rewrite_node(&self, node: LogicalPlan, zone: Zone) -> Result<Transformed<LogicalPlan>> {
-        let mut schema = merge_schema(&node.inputs());
-        if let LogicalPlan::TableScan(ts) = &node {
-            schema.merge(&DFSchema::try_from_qualified_schema(
-                ts.table_name.clone(),
-                &ts.source.schema(),
-            )?);
-        }
-        let preserver = NamePreserver::new(&node);
-        node.map_expressions(|e| {
-            let saved = preserver.save(&e);
-            let out = e.transform_up(|e| self.rewrite_expr(e, &schema, zone))?;
-            Ok(if out.transformed {
-                out.update_data(|e| saved.restore(e))
-            } else {
-                out
-            })
-        })
-    }
-
     /// `TIME_FORMAT(x, pattern, zone)`.
     fn format(&self, x: Expr, pattern: &str, zone: Zone) -> Expr {
         Expr::ScalarFunction(ScalarFunction::new_udf(
