@@ -112,16 +112,14 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                 try_cast(long, to)
             }
         }
-        DataType::Float16
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::Decimal32(..)
-        | DataType::Decimal64(..)
-        | DataType::Decimal128(..)
-        | DataType::Decimal256(..)
-        | DataType::Date32
-        | DataType::Date64
-        | DataType::Timestamp(..) => try_cast(text, to),
+        t if crate::functions::scalar::is_float(t)
+            || matches!(
+                t,
+                DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
+            ) =>
+        {
+            try_cast(text, to)
+        }
         _ => return Ok(Transformed::no(e)),
     }))
 }

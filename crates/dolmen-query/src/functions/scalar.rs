@@ -555,7 +555,8 @@ fn is_nested(dt: &DataType) -> bool {
     )
 }
 
-fn is_float(dt: &DataType) -> bool {
+/// Whether `dt` is a floating-point or decimal type (Druid's DOUBLE/FLOAT family).
+pub(crate) fn is_float(dt: &DataType) -> bool {
     matches!(
         dt,
         DataType::Float16
