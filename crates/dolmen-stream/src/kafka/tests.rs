@@ -13,7 +13,11 @@ fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 #[test]
 fn missing_or_blank_bootstrap_servers_names_the_property() {
-    for properties in [props(&[]), props(&[("bootstrap.servers", "  ")])] {
+    for properties in [
+        props(&[]),
+        props(&[("bootstrap.servers", "  ")]),
+        props(&[("group.id", "g")]),
+    ] {
         match KafkaRecordSupplier::new(&properties) {
             Err(SupplierError::InvalidConfig(message)) => {
                 assert!(

@@ -42,6 +42,7 @@ fn free_port() -> u16 {
 
 /// A certificate authority made for one test.
 struct Ca {
+    name: String,
     issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
     pem: String,
 }
@@ -56,6 +57,7 @@ impl Ca {
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let cert = params.self_signed(&key).unwrap();
         Self {
+            name: name.to_string(),
             issuer: rcgen::Issuer::new(params, key),
             pem: cert.pem(),
         }
@@ -199,6 +201,23 @@ impl TlsBroker {
         p.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         p
     }
+
+    /// Client properties for this broker trusting `ca` through a PEM truststore file (Java's
+    /// `PEM` truststore type, as a Druid user writes it).
+    fn trusting(&self, ca: &Ca) -> BTreeMap<String, String> {
+        let file = self.file(&format!("{}.pem", ca.name.replace(' ', "-")), &ca.pem);
+        self.properties(&[
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.location", &file),
+        ])
+    }
+}
+
+/// A supplier that gives up on a broker after 3 s (for connections expected to fail).
+fn impatient_supplier(properties: &BTreeMap<String, String>) -> KafkaRecordSupplier {
+    KafkaRecordSupplier::new(properties)
+        .unwrap()
+        .with_request_timeout(Duration::from_secs(3))
 }
 
 /// Creates a topic, writes `v0..v{n}` to its partition 0 and reads them back, all over TLS.
@@ -229,16 +248,9 @@ fn reads_and_writes_over_tls_trusting_a_pem_truststore() {
     let Some(tansu) = tansu() else { return };
     let ca = Ca::new("dolmen test CA");
     let broker = TlsBroker::start(&tansu, &ca, &["127.0.0.1"], None);
+    round_trip(&broker.trusting(&ca), 5);
+    // librdkafka's name for a CA file.
     let ca_file = broker.file("ca.pem", &ca.pem);
-    // Java's PEM truststore type, as a Druid user writes it.
-    round_trip(
-        &broker.properties(&[
-            ("ssl.truststore.type", "PEM"),
-            ("ssl.truststore.location", &ca_file),
-        ]),
-        5,
-    );
-    // librdkafka's name for the same file.
     round_trip(&broker.properties(&[("ssl.ca.location", &ca_file)]), 2);
 }
 
@@ -247,13 +259,7 @@ fn a_broker_certificate_from_another_ca_is_refused() {
     let Some(tansu) = tansu() else { return };
     let (ca, other) = (Ca::new("broker CA"), Ca::new("some other CA"));
     let broker = TlsBroker::start(&tansu, &ca, &["127.0.0.1"], None);
-    let other_file = broker.file("other.pem", &other.pem);
-    let supplier = KafkaRecordSupplier::new(&broker.properties(&[
-        ("ssl.truststore.type", "PEM"),
-        ("ssl.truststore.location", &other_file),
-    ]))
-    .unwrap()
-    .with_request_timeout(Duration::from_secs(3));
+    let supplier = impatient_supplier(&broker.trusting(&other));
     match supplier.partition_ids("anything") {
         Err(SupplierError::CannotConnect { reason, .. }) => {
             assert!(
@@ -271,14 +277,7 @@ fn the_broker_certificate_must_name_the_host_unless_identification_is_off() {
     let ca = Ca::new("dolmen test CA");
     // The certificate names `localhost` only; clients connect to 127.0.0.1.
     let broker = TlsBroker::start(&tansu, &ca, &["localhost"], None);
-    let ca_file = broker.file("ca.pem", &ca.pem);
-    let trust = [
-        ("ssl.truststore.type", "PEM"),
-        ("ssl.truststore.location", ca_file.as_str()),
-    ];
-    let supplier = KafkaRecordSupplier::new(&broker.properties(&trust))
-        .unwrap()
-        .with_request_timeout(Duration::from_secs(3));
+    let supplier = impatient_supplier(&broker.trusting(&ca));
     assert!(
         matches!(
             supplier.partition_ids("anything"),
@@ -287,7 +286,7 @@ fn the_broker_certificate_must_name_the_host_unless_identification_is_off() {
         "a certificate for another name must be refused"
     );
     // Kafka's `ssl.endpoint.identification.algorithm=` (empty) checks the chain only.
-    let mut properties = broker.properties(&trust);
+    let mut properties = broker.trusting(&ca);
     properties.insert(
         "ssl.endpoint.identification.algorithm".to_string(),
         String::new(),
@@ -300,19 +299,12 @@ fn mutual_tls_presents_a_client_certificate() {
     let Some(tansu) = tansu() else { return };
     let (ca, clients) = (Ca::new("broker CA"), Ca::new("client CA"));
     let broker = TlsBroker::start(&tansu, &ca, &["127.0.0.1"], Some(&clients));
-    let ca_file = broker.file("ca.pem", &ca.pem);
-    let trust = [
-        ("ssl.truststore.type", "PEM"),
-        ("ssl.truststore.location", ca_file.as_str()),
-    ];
     // Without a client certificate the terminator closes the connection.
-    let supplier = KafkaRecordSupplier::new(&broker.properties(&trust))
-        .unwrap()
-        .with_request_timeout(Duration::from_secs(3));
+    let supplier = impatient_supplier(&broker.trusting(&ca));
     assert!(supplier.partition_ids("anything").is_err());
     // With one (Java's PEM keystore given inline), everything works.
     let (cert, key) = clients.issue(&["dolmen-client"]);
-    let mut properties = broker.properties(&trust);
+    let mut properties = broker.trusting(&ca);
     properties.insert("ssl.keystore.type".to_string(), "PEM".to_string());
     properties.insert("ssl.keystore.certificate.chain".to_string(), cert);
     properties.insert("ssl.keystore.key".to_string(), key);
