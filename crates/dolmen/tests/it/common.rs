@@ -327,7 +327,7 @@ pub(crate) fn inline_rows(start_ms: i64, step_ms: i64, n: usize) -> String {
     data
 }
 
-/// A spec that takes seconds to run: 400,000 JSON rows over one hour of 2020-09-13 (inside
+/// A spec that takes seconds to run: 1,200,000 JSON rows over one hour of 2020-09-13 (inside
 /// `2020-09-13/2020-09-14`) read from a file written under `dir` (a `local` input source keeps
 /// the task payload small), with small in-memory buffers.
 pub(crate) fn long_task_spec(
@@ -340,7 +340,7 @@ pub(crate) fn long_task_spec(
     std::fs::create_dir_all(&input).unwrap();
     let file = input.join("rows.json");
     if !file.exists() {
-        std::fs::write(&file, inline_rows(1_599_955_200_000, 1, 400_000)).unwrap();
+        std::fs::write(&file, inline_rows(1_599_955_200_000, 1, 1_200_000)).unwrap();
     }
     let mut spec = inline_spec(data_source, "", intervals, append);
     spec["spec"]["ioConfig"]["inputSource"] =
