@@ -88,6 +88,11 @@ struct Supervisor {
     state: Mutex<RunState>,
     wake: Notify,
     stop: CancellationToken,
+    /// Held by one supervisor run (`run_once`) from start to end and by every operation that
+    /// changes what a run decides (update, reset, resetOffsets, suspend): Druid's supervisor
+    /// serialises these through one notice queue. Without it a run that read the stored
+    /// offsets just before a reset started new tasks from the offsets the reset deleted.
+    run: tokio::sync::Mutex<()>,
 }
 
 /// A task group: `replicas` tasks reading the same partitions from the same offsets.
@@ -193,6 +198,7 @@ impl SupervisorManager {
             state: Mutex::new(RunState::new()),
             wake: Notify::new(),
             stop: self.shutdown.child_token(),
+            run: tokio::sync::Mutex::new(()),
         });
         self.supervisors
             .lock()
@@ -259,6 +265,7 @@ impl SupervisorManager {
         let id = spec.id.clone();
         match existing {
             Some(sup) => {
+                let _run = sup.run.lock().await;
                 {
                     let mut st = sup.state.lock().expect("state lock");
                     self.hand_off_all(&mut st);
@@ -340,6 +347,7 @@ impl SupervisorManager {
     /// already in that state (mapped to 400 by the API, as Druid answers).
     pub async fn set_suspended(&self, id: &str, suspend: bool) -> Result<Value, OverlordError> {
         let sup = self.get(id)?;
+        let _run = sup.run.lock().await;
         let mut spec = sup.spec.lock().expect("spec lock").clone();
         if spec.suspended == suspend {
             return Err(OverlordError::Conflict(format!(
@@ -423,6 +431,7 @@ impl SupervisorManager {
     /// [`OverlordError::NotFound`] for an unknown id.
     pub async fn reset(&self, id: &str) -> Result<(), OverlordError> {
         let sup = self.get(id)?;
+        let _run = sup.run.lock().await;
         let ds = sup.spec.lock().expect("spec lock").data_source.clone();
         self.stop_groups(&sup, |_| true);
         self.metadata.set_stream_offsets(&ds, None, None).await?;
@@ -440,6 +449,7 @@ impl SupervisorManager {
     /// not of the spec's shape (naming the field).
     pub async fn reset_offsets(&self, id: &str, body: &Value) -> Result<(), OverlordError> {
         let sup = self.get(id)?;
+        let _run = sup.run.lock().await;
         let spec = sup.spec.lock().expect("spec lock").clone();
         let bad = |m: String| OverlordError::InvalidTask(m);
         let ty = body.get("type").and_then(Value::as_str).unwrap_or("");
@@ -830,7 +840,10 @@ impl SupervisorManager {
         }
         let mut supplier: Option<KafkaRecordSupplier> = None;
         loop {
-            supplier = self.run_once(&sup, supplier).await;
+            supplier = {
+                let _run = sup.run.lock().await;
+                self.run_once(&sup, supplier).await
+            };
             let period = sup.spec.lock().expect("spec lock").io.period_ms;
             let sleep = tokio::time::sleep(Duration::from_millis(period.max(1) as u64));
             tokio::pin!(sleep);
