@@ -644,16 +644,15 @@ async fn run(
     let chunk_udf = ScalarUDF::new_from_impl(BucketUdf::new("chunk", &plan.segment_granularity));
     let ts_col = ident(plan.ts.column());
     let time_expr = time_udf.call(vec![ts_col]);
-    // DataFusion's CSV reader turns every empty field into null; in CSV/TSV nothing else is
-    // null, so a null string value is the empty string the row path reads.
+    // DataFusion's CSV reader turns every empty field into null, as the row path does (Druid's
+    // `Strings.emptyToNull` on delimited text).
     let text = matches!(plan.source, SourceKind::Delimited { .. });
     let dim_expr = |d: &DimSlot| {
         let e = input_expr(&d.name, d.ty);
         if text && d.ty == ColumnType::String {
             // The row path splits CSV/TSV values on the default list delimiter even when the
             // spec sets none; a value holding it is multi-value and needs the row path.
-            let checked = ScalarUDF::new_from_impl(NoListDelimiterUdf::new()).call(vec![e]);
-            datafusion::functions::expr_fn::coalesce(vec![checked, lit("")])
+            ScalarUDF::new_from_impl(NoListDelimiterUdf::new()).call(vec![e])
         } else {
             e
         }

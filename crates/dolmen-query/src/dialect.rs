@@ -155,6 +155,9 @@ impl Dialect for DruidDialect {
             parser.advance_token();
             return Some(Ok(Expr::Identifier(ident)));
         }
+        if w.keyword == Keyword::TRIM && *next == Token::LParen {
+            return trim_without_characters(parser);
+        }
         if w.value.eq_ignore_ascii_case("pi") && !matches!(next, Token::LParen | Token::Period) {
             let ident = Ident::with_span(parser.peek_token_ref().span, w.value.clone());
             parser.advance_token();
@@ -209,6 +212,40 @@ impl Dialect for DruidDialect {
     }
 }
 
+/// `TRIM([BOTH | LEADING | TRAILING] FROM expr)`: standard SQL (Calcite reads it, trimming
+/// spaces) that sqlparser refuses, taking `FROM` for the characters to trim. `None` (the
+/// generic parser goes on) for every other `TRIM` form.
+fn trim_without_characters(parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+    use datafusion::sql::sqlparser::ast::TrimWhereField;
+    let word = |n: usize| match &parser.peek_nth_token_ref(n).token {
+        Token::Word(w) if w.quote_style.is_none() => Some(w.keyword),
+        _ => None,
+    };
+    let (trim_where, from_at) = match word(2) {
+        Some(Keyword::BOTH) => (Some(TrimWhereField::Both), 3),
+        Some(Keyword::LEADING) => (Some(TrimWhereField::Leading), 3),
+        Some(Keyword::TRAILING) => (Some(TrimWhereField::Trailing), 3),
+        Some(Keyword::FROM) => (None, 2),
+        _ => return None,
+    };
+    if word(from_at) != Some(Keyword::FROM) {
+        return None;
+    }
+    for _ in 0..=from_at {
+        parser.advance_token();
+    }
+    Some((|| {
+        let expr = parser.parse_expr()?;
+        parser.expect_token(&Token::RParen)?;
+        Ok(Expr::Trim {
+            expr: Box::new(expr),
+            trim_where,
+            trim_what: None,
+            trim_characters: None,
+        })
+    })())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +259,30 @@ mod tests {
     fn generic(sql: &str) -> Expr {
         let mut p = Parser::new(&GenericDialect {}).try_with_sql(sql).unwrap();
         p.parse_expr().unwrap()
+    }
+
+    /// Druid's quidem `qaAggFuncs` cases: `TRIM(BOTH FROM x)` and the other standard forms
+    /// without characters; the forms with characters stay sqlparser's.
+    #[test]
+    fn trim_from_without_characters() {
+        assert_eq!(
+            expr("TRIM(BOTH FROM a || 'x')").to_string(),
+            "TRIM(BOTH a || 'x')"
+        );
+        assert_eq!(
+            expr("trim(LEADING\n FROM f(a))").to_string(),
+            "TRIM(LEADING f(a))"
+        );
+        assert_eq!(
+            expr("TRIM(TRAILING FROM a)").to_string(),
+            "TRIM(TRAILING a)"
+        );
+        assert_eq!(expr("TRIM(FROM a)").to_string(), "TRIM(a)");
+        assert_eq!(
+            expr("TRIM(BOTH 'x' FROM a)").to_string(),
+            "TRIM(BOTH 'x' FROM a)"
+        );
+        assert_eq!(expr("TRIM(a)").to_string(), "TRIM(a)");
     }
 
     /// Calcite: `IS [NOT] DISTINCT FROM` has the comparisons' precedence (30), `AND` 24.

@@ -562,8 +562,8 @@ fn convert_batch(
 }
 
 /// One column as the signature type `target`, by Druid's conversion rules. `list_delimiter`
-/// is set for CSV/TSV text, whose empty fields are empty strings (the arrow decoder reads them
-/// as null) and whose array values are delimited text.
+/// is set for CSV/TSV text, whose empty fields are null (the arrow decoder's reading, and
+/// Druid's `Strings.emptyToNull`) and whose array values are delimited text.
 pub(crate) fn to_signature(
     src: Option<&ArrayRef>,
     target: &Field,
@@ -580,19 +580,7 @@ pub(crate) fn to_signature(
     );
     let strings = || -> Result<ArrayRef> { Ok(cast(src, &DataType::Utf8)?) };
     Ok(match target.data_type() {
-        DataType::Utf8 if text => {
-            let s = strings()?;
-            if list_delimiter.is_some() && s.null_count() > 0 {
-                let a = s.as_string::<i32>();
-                Arc::new(
-                    a.iter()
-                        .map(|v| Some(v.unwrap_or("")))
-                        .collect::<StringArray>(),
-                )
-            } else {
-                s
-            }
-        }
+        DataType::Utf8 if text => strings()?,
         DataType::Utf8 => match dt {
             DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => {
                 cast(&millis(src)?, &DataType::Utf8)?
@@ -656,12 +644,13 @@ pub(crate) fn to_signature(
                     let mut lb = ListBuilder::new(StringBuilder::new());
                     for v in s.as_string::<i32>().iter() {
                         match v {
-                            // An empty field (the decoder's null) is an empty list, as the
-                            // row reader gives it.
-                            None => lb.append(true),
+                            // An empty field (the decoder's null) is null, as the row reader
+                            // gives it; so is an empty part.
+                            None => lb.append(false),
                             Some(v) => {
                                 for part in v.split(delim) {
-                                    lb.values().append_value(part);
+                                    lb.values()
+                                        .append_option(Some(part).filter(|p| !p.is_empty()));
                                 }
                                 lb.append(true);
                             }
@@ -755,7 +744,7 @@ mod tests {
         for (s, want) in [("12", Some(12)), ("1.9", Some(1)), ("x", None)] {
             assert_eq!(convert::to_long(&serde_json::json!(s)), want);
         }
-        // CSV: empty fields are empty strings; list values split on the delimiter.
+        // CSV: empty fields are null; list values split on the delimiter.
         let s = to_signature(
             Some(&src),
             &Field::new("s", DataType::Utf8, true),
@@ -763,19 +752,23 @@ mod tests {
             Some("|"),
         )
         .unwrap();
-        assert_eq!(s.as_string::<i32>().value(3), "");
-        let src: ArrayRef = Arc::new(StringArray::from(vec![Some("a|b"), None]));
+        assert!(s.is_null(3));
+        let src: ArrayRef = Arc::new(StringArray::from(vec![Some("a|b"), None, Some("c|")]));
         let t = Field::new(
             "t",
             DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
             true,
         );
-        let l = to_signature(Some(&src), &t, 2, Some("|")).unwrap();
+        let l = to_signature(Some(&src), &t, 3, Some("|")).unwrap();
         let l = l.as_list::<i32>();
         assert_eq!(
             l.value(0).as_string::<i32>().iter().collect::<Vec<_>>(),
             vec![Some("a"), Some("b")]
         );
-        assert!(l.is_valid(1) && l.value(1).is_empty());
+        assert!(l.is_null(1));
+        assert_eq!(
+            l.value(2).as_string::<i32>().iter().collect::<Vec<_>>(),
+            vec![Some("c"), None]
+        );
     }
 }

@@ -617,7 +617,18 @@ fn rewrite_expr(expr: &mut Expr, opts: &RewriteOptions) -> Result<()> {
                     .as_deref()
                     .is_some_and(|n| AGGREGATE_ALIASES.contains(&n)) =>
         {
-            rewrite_aggregate_alias(f)?;
+            if let Some((max_bytes, name)) = rewrite_aggregate_alias(f)? {
+                // Druid's buffer bound (functions::agg_size): post-order visit, so the wrapped
+                // call is not visited again.
+                *expr = function_call(
+                    crate::functions::agg_size::NAME,
+                    vec![
+                        expr.clone(),
+                        number_lit(max_bytes as i64),
+                        string_lit(&name),
+                    ],
+                );
+            }
         }
         Expr::Function(f)
             if ident_name(f).as_deref() == Some("json_value")
@@ -791,16 +802,21 @@ const AGGREGATE_ALIASES: &[&str] = &[
 /// | `LISTAGG(x[, sep[, maxBytes]])` | `string_agg(x, sep)` (`sep` default `','`) |
 /// | `STRING_AGG(x, sep, maxBytes)` / `ARRAY_AGG(x, maxBytes)` | without `maxBytes` |
 ///
+/// For `LISTAGG`, `STRING_AGG` and `ARRAY_AGG` it returns the byte bound (`maxBytes`, default
+/// 1024) and Druid's function name: the caller wraps the call in
+/// [`crate::functions::agg_size`]'s check, as Druid fails a query whose aggregated value
+/// outgrows its buffer.
+///
 /// Druid's first/last aggregators (`NumericFirstAggregator`, `StringFirstAggregator`) take the
 /// value of the row with the earliest (latest) time, null or not, which is `first_value`'s
 /// default `RESPECT NULLS`. `EARLIEST`/`LATEST` read the relation's `__time` column, so over a
 /// subquery without one they fail to plan: use the `_BY` forms there. The `maxBytes` arguments
-/// bound Druid's aggregation buffers; Dolmen's aggregations are not fixed-size, so the argument
-/// is validated (a positive integer literal) and values are kept whole.
+/// are validated (a positive integer literal); `EARLIEST`/`LATEST` keep values whole.
 ///
 /// # Errors
 /// A plan error naming the function for a wrong number of arguments or a bad `maxBytes`.
-fn rewrite_aggregate_alias(f: &mut Function) -> Result<()> {
+fn rewrite_aggregate_alias(f: &mut Function) -> Result<Option<(u64, String)>> {
+    use crate::functions::agg_size;
     use datafusion::sql::sqlparser::ast::{FunctionArgumentClause, OrderByExpr, OrderByOptions};
 
     let name = ident_name(f).unwrap_or_default();
@@ -809,11 +825,22 @@ fn rewrite_aggregate_alias(f: &mut Function) -> Result<()> {
         return Err(plan_error(format!("{upper}: arguments are required")));
     };
     let arity = list.args.len();
-    let max_bytes = |arg: &FunctionArg| -> Result<()> {
-        let ok = matches!(arg, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))
-            if matches!(&v.value, Value::Number(n, _) if n.parse::<u64>().is_ok_and(|n| n > 0)));
-        if ok {
-            Ok(())
+    if matches!(name.as_str(), "listagg" | "string_agg" | "array_agg")
+        && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) = list.args.first_mut()
+    {
+        // Timestamps aggregate as Druid's expression aggregators read them: milliseconds.
+        *first = function_call(agg_size::INPUT_NAME, vec![first.clone()]);
+    }
+    let max_bytes = |arg: &FunctionArg| -> Result<u64> {
+        let n = match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
+                Value::Number(n, _) => n.parse::<u64>().ok().filter(|n| *n > 0),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(n) = n {
+            Ok(n)
         } else {
             Err(plan_error(format!(
                 "{upper}: maxBytesPerValue must be a positive integer literal, got [{arg}]"
@@ -887,8 +914,9 @@ fn rewrite_aggregate_alias(f: &mut Function) -> Result<()> {
                     "LISTAGG takes (expr[, separator[, maxBytes]]), got {arity} arguments"
                 )));
             }
+            let mut limit = agg_size::DEFAULT_MAX_BYTES;
             if arity == 3 {
-                max_bytes(&list.args[2])?;
+                limit = max_bytes(&list.args[2])?;
                 list.args.truncate(2);
             }
             if arity == 1 {
@@ -896,18 +924,27 @@ fn rewrite_aggregate_alias(f: &mut Function) -> Result<()> {
                     .push(FunctionArg::Unnamed(FunctionArgExpr::Expr(string_lit(","))));
             }
             rename(f, "string_agg");
+            return Ok(Some((limit, upper)));
         }
-        "string_agg" if arity == 3 => {
-            max_bytes(&list.args[2])?;
-            list.args.truncate(2);
+        "string_agg" => {
+            let mut limit = agg_size::DEFAULT_MAX_BYTES;
+            if arity == 3 {
+                limit = max_bytes(&list.args[2])?;
+                list.args.truncate(2);
+            }
+            return Ok(Some((limit, upper)));
         }
-        "array_agg" if arity == 2 => {
-            max_bytes(&list.args[1])?;
-            list.args.truncate(1);
+        "array_agg" => {
+            let mut limit = agg_size::DEFAULT_MAX_BYTES;
+            if arity == 2 {
+                limit = max_bytes(&list.args[1])?;
+                list.args.truncate(1);
+            }
+            return Ok(Some((limit, upper)));
         }
         _ => {}
     }
-    Ok(())
+    Ok(None)
 }
 
 #[cfg(test)]

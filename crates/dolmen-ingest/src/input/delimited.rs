@@ -175,7 +175,12 @@ impl DelimitedRows {
         }
     }
 
+    /// One field (or one part of a multi-value field). An empty field is null, as Druid's
+    /// `ParserUtils` reads delimited text (`Strings.emptyToNull`): `a,,b` has a null middle column.
     fn scalar(&self, field: &str) -> Value {
+        if field.is_empty() {
+            return Value::Null;
+        }
         if self.try_parse_numbers {
             if let Ok(l) = field.parse::<i64>() {
                 return Value::from(l);
@@ -267,7 +272,8 @@ mod tests {
             rows,
             vec![
                 Ok(json!({"time": "2015-09-12", "page": "Main, Page", "count": "3"})),
-                Ok(json!({"time": "2015-09-13", "page": "", "count": "q\"uote"})),
+                // An empty field is null (Druid's `Strings.emptyToNull`).
+                Ok(json!({"time": "2015-09-13", "page": null, "count": "q\"uote"})),
                 Ok(json!({"time": "2015-09-14", "page": "x"})),
                 Ok(json!({"time": "2015-09-15", "page": "a", "count": "1"})),
             ]
@@ -317,7 +323,7 @@ mod tests {
             rows,
             vec![
                 Ok(json!({"time": "2015", "page": "A \"quoted\""})),
-                Ok(json!({"time": "2016", "page": ""})),
+                Ok(json!({"time": "2016", "page": null})),
             ]
         );
         let rows = read(

@@ -38,6 +38,7 @@
 //! `TIME_EXTRACT(.., 'MICROSECOND')` is epoch seconds / 1000, `DOW` is ISO (Monday = 1), and
 //! `CENTURY`/`MILLENNIUM` round up.
 
+pub mod agg_size;
 pub mod approx;
 pub mod approx_histogram;
 pub mod arrays;
@@ -273,7 +274,12 @@ pub(crate) fn register_druid_udfs(ctx: &SessionContext) {
         .chain(arrays::udfs())
         .chain(sketches::udfs())
         .chain(tuple::udfs())
-        .chain([complex::decode_base64_complex(), bloom::bloom_filter_test()])
+        .chain([
+            complex::decode_base64_complex(),
+            bloom::bloom_filter_test(),
+            agg_size::udf(),
+            agg_size::input_udf(),
+        ])
         .chain(crate::multivalue::udfs())
     {
         ctx.register_udf(udf);

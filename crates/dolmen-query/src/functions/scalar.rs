@@ -882,7 +882,8 @@ impl Call<'_> {
                 let s = self.strs(0)?;
                 let needle = self.strs(1)?;
                 let mut out = BooleanBuilder::with_capacity(n);
-                // As Druid: a null string contains nothing; a null search string is empty.
+                // As Druid (quidem `qaAggFuncs`): a null string gives null (three-valued: a
+                // filter drops the row either way, `NOT` too); a null search string is empty.
                 for r in 0..n {
                     let n = if needle.is_null(r) {
                         ""
@@ -890,7 +891,7 @@ impl Call<'_> {
                         needle.value(r)
                     };
                     if s.is_null(r) {
-                        out.append_value(false);
+                        out.append_null();
                     } else if func == ContainsString {
                         out.append_value(s.value(r).contains(n));
                     } else {
@@ -927,11 +928,12 @@ impl Call<'_> {
                 let pats = self.strs(1)?;
                 let mut cache: Option<(String, Regex)> = None;
                 let mut out = BooleanBuilder::with_capacity(n);
-                // As Druid: null never matches; a null pattern is empty (matches everything).
+                // As Druid (quidem `qaAggFuncs`): null gives null (never a match in a filter);
+                // a null pattern is empty (matches everything).
                 for r in 0..n {
                     let p = if pats.is_null(r) { "" } else { pats.value(r) };
                     if s.is_null(r) {
-                        out.append_value(false);
+                        out.append_null();
                     } else {
                         let re = cached_regex(f, &mut cache, p)?;
                         out.append_value(re.is_match(s.value(r)));
@@ -2644,8 +2646,8 @@ mod tests {
                 ("CONTAINS_STRING('Hello', 'ELL')", "false"),
                 ("ICONTAINS_STRING('Hello', 'ELL')", "true"),
                 ("ICONTAINS_STRING('Hello', 'xyz')", "false"),
-                ("CONTAINS_STRING(NULL, 'a')", "false"),
-                ("ICONTAINS_STRING(NULL, 'a')", "false"),
+                ("CONTAINS_STRING(NULL, 'a')", "null"),
+                ("ICONTAINS_STRING(NULL, 'a')", "null"),
                 ("CONTAINS_STRING('abc', NULL)", "true"),
             ],
         )
@@ -2690,7 +2692,7 @@ mod tests {
                 ("REGEXP_REPLACE(NULL, 'a', 'b')", "null"),
                 ("REGEXP_LIKE('abc', 'b')", "true"),
                 ("REGEXP_LIKE('abc', '^b')", "false"),
-                ("REGEXP_LIKE(NULL, 'b')", "false"),
+                ("REGEXP_LIKE(NULL, 'b')", "null"),
                 ("REGEXP_LIKE('abc', NULL)", "true"),
                 ("DECODE_BASE64_UTF8('aGVsbG8=')", r#""hello""#),
                 ("DECODE_BASE64_UTF8('aGVsbG8')", r#""hello""#),

@@ -118,8 +118,18 @@ fn rewrap(
     }
 }
 
-/// The name of `e` when it is a column of `schema` holding multi-value lists.
+/// The name of `e` when it is a column of `schema` holding multi-value lists (also through
+/// the timestamp-to-milliseconds input wrapper of Druid's expression aggregations,
+/// [`crate::functions::agg_size::input_udf`], which leaves lists alone).
 fn multi_value_column(e: &Expr, schema: &DFSchema) -> Option<String> {
+    let e = match e {
+        Expr::ScalarFunction(sf)
+            if sf.func.name() == crate::functions::agg_size::INPUT_NAME && sf.args.len() == 1 =>
+        {
+            &sf.args[0]
+        }
+        other => other,
+    };
     let Expr::Column(c) = e else {
         return None;
     };

@@ -4,6 +4,7 @@
 mod clients;
 mod common;
 mod coordinator;
+mod corpus;
 mod errors;
 mod ingest_query;
 mod lifecycle;
