@@ -825,10 +825,11 @@ fn rewrite_aggregate_alias(f: &mut Function) -> Result<Option<(u64, String)>> {
         return Err(plan_error(format!("{upper}: arguments are required")));
     };
     let arity = list.args.len();
-    if matches!(name.as_str(), "listagg" | "string_agg" | "array_agg")
+    if matches!(name.as_str(), "listagg" | "string_agg")
         && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) = list.args.first_mut()
     {
-        // Timestamps aggregate as Druid's expression aggregators read them: milliseconds.
+        // Timestamps join as Druid's expression aggregators read them: milliseconds.
+        // (`ARRAY_AGG` keeps them: its SQL type is TIMESTAMP ARRAY in Druid.)
         *first = function_call(agg_size::INPUT_NAME, vec![first.clone()]);
     }
     let max_bytes = |arg: &FunctionArg| -> Result<u64> {

@@ -11,11 +11,11 @@
 //! A null value passes. The error is an execution error (400 `invalidInput`: the user raises
 //! `size`).
 //!
-//! Their input: Druid's expression aggregators read `__time` and other TIMESTAMP values as
-//! what they are in native queries, milliseconds (`STRING_AGG(__time, '|')` joins
-//! `1577840461000|...`, `ARRAY_AGG(__time)` is an `ARRAY<LONG>`; quidem `qaAggFuncs`); the
-//! rewrite passes the aggregated expression through [`input_udf`], which turns timestamps into
-//! epoch milliseconds and leaves every other type alone.
+//! Their input: `STRING_AGG`/`LISTAGG` read `__time` and other TIMESTAMP values as what they are
+//! in native queries, milliseconds (`STRING_AGG(__time, '|')` joins `1577840461000|...`; quidem
+//! `qaAggFuncs`; `ARRAY_AGG(__time)` stays a TIMESTAMP ARRAY); the rewrite passes their
+//! argument through [`input_udf`], which turns timestamps into epoch milliseconds and leaves
+//! every other type alone.
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::DataType;

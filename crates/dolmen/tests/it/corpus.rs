@@ -219,10 +219,17 @@ fn parse_table(lines: &[&str]) -> Result<(Vec<String>, Vec<Vec<String>>), String
     Ok((columns.ok_or("table without header")?, rows))
 }
 
-/// Dolmen's answer as quidem prints it: one string per cell.
+/// Dolmen's answer as quidem prints it (JDBC values through Avatica): one string per cell.
+/// Arrays arrive as JSON text (`sqlStringifyArrays`, on by default over HTTP) or as JSON arrays.
 fn format_cell(v: &Value, sql_type: &str) -> String {
     match v {
         Value::Null => String::new(),
+        Value::String(s) if sql_type.contains("ARRAY") && s.starts_with('[') => {
+            match serde_json::from_str::<Value>(s) {
+                Ok(parsed @ Value::Array(_)) => format_cell(&parsed, sql_type),
+                _ => s.clone(),
+            }
+        }
         Value::String(s) if sql_type == "TIMESTAMP" => jdbc_timestamp(s),
         Value::String(s) => s.clone(),
         Value::Array(items) => format!(
