@@ -601,6 +601,10 @@ fn spill_metric_type(k: MetricKind) -> DataType {
         | ColumnType::ThetaSketch
         | ColumnType::QuantilesDoublesSketch
         | ColumnType::HyperUnique => DataType::Binary,
+        // Metrics are never arrays.
+        ty @ (ColumnType::StringArray | ColumnType::LongArray | ColumnType::DoubleArray) => {
+            ty.arrow_type()
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests: they start the real `dolmen` binary on a free port with a fresh data
 //! directory and talk HTTP to it. One test binary (modules below) keeps link time down.
 
+mod arrays;
 mod clients;
 mod common;
 mod coordinator;

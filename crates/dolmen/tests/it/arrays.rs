@@ -1,0 +1,359 @@
+//! ARRAY columns (issue 20): Druid's `docs/querying/arrays.md` examples verbatim: the
+//! `array_example` SQL ingestion, its documented queries and answers (object results with
+//! `sqlStringifyArrays`, Druid's default, so arrays print as JSON text), the types
+//! `INFORMATION_SCHEMA` and the result headers report, and `arrayIngestMode`.
+
+use serde_json::{Value, json};
+
+use crate::common::Server;
+
+/// The `data` of the docs' inline input: five rows, JSON text with arrays of strings, longs and
+/// doubles, nulls inside and as whole values, and empty arrays.
+const ARRAY_EXAMPLE_SOURCE: &str = r#"'{"type":"inline","data":"{\"timestamp\": \"2023-01-01T00:00:00\", \"label\": \"row1\", \"arrayString\": [\"a\", \"b\"],  \"arrayLong\":[1, null,3], \"arrayDouble\":[1.1, 2.2, null]}\n{\"timestamp\": \"2023-01-01T00:00:00\", \"label\": \"row2\", \"arrayString\": [null, \"b\"], \"arrayLong\":null,        \"arrayDouble\":[999, null, 5.5]}\n{\"timestamp\": \"2023-01-01T00:00:00\", \"label\": \"row3\", \"arrayString\": [],          \"arrayLong\":[1, 2, 3],   \"arrayDouble\":[null, 2.2, 1.1]} \n{\"timestamp\": \"2023-01-01T00:00:00\", \"label\": \"row4\", \"arrayString\": [\"a\", \"b\"],  \"arrayLong\":[1, 2, 3],   \"arrayDouble\":[]}\n{\"timestamp\": \"2023-01-01T00:00:00\", \"label\": \"row5\", \"arrayString\": null,        \"arrayLong\":[],          \"arrayDouble\":null}"}'"#;
+
+/// `docs/querying/arrays.md`, "SQL-based ingestion", first example, verbatim.
+fn array_example_replace() -> String {
+    format!(
+        r#"REPLACE INTO "array_example" OVERWRITE ALL
+WITH "ext" AS (
+  SELECT *
+  FROM TABLE(
+    EXTERN(
+      {ARRAY_EXAMPLE_SOURCE},
+      '{{"type":"json"}}'
+    )
+  ) EXTEND (
+    "timestamp" VARCHAR,
+    "label" VARCHAR,
+    "arrayString" VARCHAR ARRAY,
+    "arrayLong" BIGINT ARRAY,
+    "arrayDouble" DOUBLE ARRAY
+  )
+)
+SELECT
+  TIME_PARSE("timestamp") AS "__time",
+  "label",
+  "arrayString",
+  "arrayLong",
+  "arrayDouble"
+FROM "ext"
+PARTITIONED BY DAY"#
+    )
+}
+
+/// `docs/querying/arrays.md`, "Arrays can also be used as `GROUP BY` keys for rollup", verbatim.
+fn array_example_rollup_replace() -> String {
+    format!(
+        r#"REPLACE INTO "array_example_rollup" OVERWRITE ALL
+WITH "ext" AS (
+  SELECT *
+  FROM TABLE(
+    EXTERN(
+      {ARRAY_EXAMPLE_SOURCE},
+      '{{"type":"json"}}'
+    )
+  ) EXTEND (
+    "timestamp" VARCHAR,
+    "label" VARCHAR,
+    "arrayString" VARCHAR ARRAY,
+    "arrayLong" BIGINT ARRAY,
+    "arrayDouble" DOUBLE ARRAY
+  )
+)
+SELECT
+  TIME_PARSE("timestamp") AS "__time",
+  "label",
+  "arrayString",
+  "arrayLong",
+  "arrayDouble",
+  COUNT(*) as "count"
+FROM "ext"
+GROUP BY 1,2,3,4,5
+PARTITIONED BY DAY"#
+    )
+}
+
+/// Runs an ingestion statement with `context` through `/druid/v2/sql/task`; the task status.
+pub(crate) fn ingest(server: &Server, sql: &str, context: Value) -> Value {
+    let (code, body) = server.post_json(
+        "/druid/v2/sql/task",
+        &json!({"query": sql, "context": context}),
+    );
+    assert_eq!(code, 200, "{body}");
+    server.wait_task(body["taskId"].as_str().unwrap())
+}
+
+/// A server holding `array_example`, loaded with the docs' statement and context.
+pub(crate) fn with_array_example() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let st = ingest(
+        &server,
+        &array_example_replace(),
+        json!({"arrayIngestMode": "array"}),
+    );
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    (dir, server)
+}
+
+/// Parses JSON lines as the docs print results.
+fn lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Rows of `sql`, sorted by their JSON text (the docs do not order them).
+fn sorted(server: &Server, sql: &str) -> Vec<Value> {
+    let mut rows = server.sql(sql);
+    rows.sort_by_key(|r| r.to_string());
+    rows
+}
+
+fn sorted_lines(text: &str) -> Vec<Value> {
+    let mut rows = lines(text);
+    rows.sort_by_key(|r| r.to_string());
+    rows
+}
+
+/// The docs' statement loads; `INFORMATION_SCHEMA.COLUMNS` reports `ARRAY` for the three array
+/// columns (the docs' "You can tell which type you have" query), the result headers Druid's
+/// native names, and `SELECT *` prints the arrays as Druid does.
+#[test]
+fn array_example_loads_with_array_types() {
+    let (_dir, server) = with_array_example();
+    let got = server.sql(
+        "SELECT COLUMN_NAME, DATA_TYPE\nFROM INFORMATION_SCHEMA.COLUMNS\nWHERE TABLE_NAME = 'array_example'",
+    );
+    assert_eq!(
+        got,
+        vec![
+            json!({"COLUMN_NAME": "__time", "DATA_TYPE": "TIMESTAMP"}),
+            json!({"COLUMN_NAME": "label", "DATA_TYPE": "VARCHAR"}),
+            json!({"COLUMN_NAME": "arrayString", "DATA_TYPE": "ARRAY"}),
+            json!({"COLUMN_NAME": "arrayLong", "DATA_TYPE": "ARRAY"}),
+            json!({"COLUMN_NAME": "arrayDouble", "DATA_TYPE": "ARRAY"}),
+        ]
+    );
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({
+            "query": "SELECT label, arrayString, arrayLong, arrayDouble FROM array_example WHERE label = 'row1'",
+            "resultFormat": "array", "header": true, "typesHeader": true, "sqlTypesHeader": true
+        }),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body,
+        json!([
+            ["label", "arrayString", "arrayLong", "arrayDouble"],
+            ["STRING", "ARRAY<STRING>", "ARRAY<LONG>", "ARRAY<DOUBLE>"],
+            ["VARCHAR", "ARRAY", "ARRAY", "ARRAY"],
+            ["row1", "[\"a\",\"b\"]", "[1,null,3]", "[1.1,2.2,null]"]
+        ])
+    );
+    let got = sorted(&server, "SELECT * FROM \"array_example\"");
+    let want = sorted_lines(
+        r#"{"__time":"2023-01-01T00:00:00.000Z","label":"row1","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,null,3]","arrayDouble":"[1.1,2.2,null]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row2","arrayString":"[null,\"b\"]","arrayLong":null,"arrayDouble":"[999.0,null,5.5]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row3","arrayString":"[]","arrayLong":"[1,2,3]","arrayDouble":"[null,2.2,1.1]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row4","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,2,3]","arrayDouble":"[]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row5","arrayString":null,"arrayLong":"[]","arrayDouble":null}"#,
+    );
+    assert_eq!(got, want);
+    // sqlStringifyArrays=false prints JSON arrays.
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({
+            "query": "SELECT arrayLong, arrayDouble FROM array_example WHERE label = 'row2'",
+            "context": {"sqlStringifyArrays": false}
+        }),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body,
+        json!([{"arrayLong": null, "arrayDouble": [999.0, null, 5.5]}])
+    );
+}
+
+/// `docs/querying/arrays.md`, "Filtering" and "Grouping": each documented query gives the
+/// documented rows.
+#[test]
+fn array_example_documented_queries() {
+    let (_dir, server) = with_array_example();
+    let cases = [
+        (
+            "SELECT *\nFROM \"array_example\"\nWHERE arrayLong = ARRAY[1,2,3]",
+            r#"{"__time":"2023-01-01T00:00:00.000Z","label":"row3","arrayString":"[]","arrayLong":"[1,2,3]","arrayDouble":"[null,2.2,1.1]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row4","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,2,3]","arrayDouble":"[]"}"#,
+        ),
+        (
+            "SELECT *\nFROM \"array_example\"\nWHERE arrayLong IS NULL",
+            r#"{"__time":"2023-01-01T00:00:00.000Z","label":"row2","arrayString":"[null,\"b\"]","arrayLong":null,"arrayDouble":"[999.0,null,5.5]"}"#,
+        ),
+        (
+            "SELECT *\nFROM \"array_example\"\nWHERE arrayString >= ARRAY['a','b']",
+            r#"{"__time":"2023-01-01T00:00:00.000Z","label":"row1","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,null,3]","arrayDouble":"[1.1,2.2,null]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row4","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,2,3]","arrayDouble":"[]"}"#,
+        ),
+        (
+            "SELECT *\nFROM \"array_example\"\nWHERE ARRAY_CONTAINS(arrayString, 'a')",
+            r#"{"__time":"2023-01-01T00:00:00.000Z","label":"row1","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,null,3]","arrayDouble":"[1.1,2.2,null]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row4","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,2,3]","arrayDouble":"[]"}"#,
+        ),
+        (
+            "SELECT label, arrayString\nFROM \"array_example\"\nGROUP BY 1,2",
+            r#"{"label":"row1","arrayString":"[\"a\",\"b\"]"}
+{"label":"row2","arrayString":"[null,\"b\"]"}
+{"label":"row3","arrayString":"[]"}
+{"label":"row4","arrayString":"[\"a\",\"b\"]"}
+{"label":"row5","arrayString":null}"#,
+        ),
+        (
+            "SELECT label, arrayString\nFROM \"array_example\"\nWHERE arrayLong = ARRAY[1,2,3]\nGROUP BY 1,2",
+            r#"{"label":"row3","arrayString":"[]"}
+{"label":"row4","arrayString":"[\"a\",\"b\"]"}"#,
+        ),
+        (
+            "SELECT label, strings\nFROM \"array_example\" CROSS JOIN UNNEST(arrayString) as u(strings)\nGROUP BY 1,2",
+            r#"{"label":"row1","strings":"a"}
+{"label":"row1","strings":"b"}
+{"label":"row2","strings":null}
+{"label":"row2","strings":"b"}
+{"label":"row4","strings":"a"}
+{"label":"row4","strings":"b"}"#,
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (sql, want) in cases {
+        let (code, body) = server.post_json("/druid/v2/sql", &json!({"query": sql}));
+        if code != 200 {
+            failures.push(format!("{sql}\n-> {code} {body}"));
+            continue;
+        }
+        let mut got = body.as_array().cloned().unwrap_or_default();
+        got.sort_by_key(|r| r.to_string());
+        let want = sorted_lines(want);
+        if got != want {
+            failures.push(format!(
+                "{sql}\n-> {}\nwant {}",
+                Value::from(got),
+                Value::from(want)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The rollup example groups on whole arrays: every row differs in some array, so five rows
+/// with `count` 1 each.
+#[test]
+fn array_example_rollup_groups_on_whole_arrays() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let st = ingest(
+        &server,
+        &array_example_rollup_replace(),
+        json!({"arrayIngestMode": "array"}),
+    );
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let got = sorted(
+        &server,
+        "SELECT label, arrayLong, \"count\" FROM array_example_rollup",
+    );
+    assert_eq!(
+        got,
+        sorted_lines(
+            r#"{"label":"row1","arrayLong":"[1,null,3]","count":1}
+{"label":"row2","arrayLong":null,"count":1}
+{"label":"row3","arrayLong":"[1,2,3]","count":1}
+{"label":"row4","arrayLong":"[1,2,3]","count":1}
+{"label":"row5","arrayLong":"[]","count":1}"#
+        )
+    );
+    // Without the label, rows 3 and 4 share an arrayLong but differ in arrayString/arrayDouble.
+    let st = ingest(
+        &server,
+        r#"REPLACE INTO "longs" OVERWRITE ALL
+SELECT TIME_PARSE("timestamp") AS "__time", "arrayLong", COUNT(*) AS "count"
+FROM TABLE(EXTERN('{"type":"inline","data":"{\"timestamp\":\"2023-01-01\",\"arrayLong\":[1,2]}\n{\"timestamp\":\"2023-01-01\",\"arrayLong\":[1,2]}\n{\"timestamp\":\"2023-01-01\",\"arrayLong\":[2,1]}\n{\"timestamp\":\"2023-01-01\",\"arrayLong\":null}\n{\"timestamp\":\"2023-01-01\",\"arrayLong\":[]}"}', '{"type":"json"}'))
+  EXTEND ("timestamp" VARCHAR, "arrayLong" BIGINT ARRAY)
+GROUP BY 1, 2
+PARTITIONED BY DAY"#,
+        json!({}),
+    );
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    assert_eq!(
+        sorted(&server, "SELECT arrayLong, \"count\" FROM longs"),
+        sorted_lines(
+            r#"{"arrayLong":"[1,2]","count":2}
+{"arrayLong":"[2,1]","count":1}
+{"arrayLong":null,"count":1}
+{"arrayLong":"[]","count":1}"#
+        )
+    );
+}
+
+/// `arrayIngestMode`: `array` is the default; `mvd` stores `VARCHAR ARRAY` as a multi-value
+/// string (`INFORMATION_SCHEMA` says `VARCHAR`) and rejects numeric arrays with Druid's
+/// message; an unknown mode is a 400 naming the parameter.
+#[test]
+fn array_ingest_mode_chooses_the_stored_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let strings_only = |table: &str| {
+        format!(
+            r#"REPLACE INTO "{table}" OVERWRITE ALL
+SELECT TIME_PARSE("timestamp") AS "__time", "arrayString"
+FROM TABLE(EXTERN({ARRAY_EXAMPLE_SOURCE}, '{{"type":"json"}}'))
+  EXTEND ("timestamp" VARCHAR, "arrayString" VARCHAR ARRAY)
+PARTITIONED BY DAY"#
+        )
+    };
+    let st = ingest(&server, &strings_only("as_default"), json!({}));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let st = ingest(
+        &server,
+        &strings_only("as_mvd"),
+        json!({"arrayIngestMode": "mvd"}),
+    );
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let types = server.sql(
+        "SELECT TABLE_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS \
+         WHERE COLUMN_NAME = 'arrayString' ORDER BY TABLE_NAME",
+    );
+    assert_eq!(
+        types,
+        vec![
+            json!({"TABLE_NAME": "as_default", "DATA_TYPE": "ARRAY"}),
+            json!({"TABLE_NAME": "as_mvd", "DATA_TYPE": "VARCHAR"}),
+        ]
+    );
+    // Multi-value rows: grouping unnests them, as Druid does for multi-value strings.
+    assert_eq!(
+        server.sql("SELECT arrayString, COUNT(*) AS n FROM as_mvd GROUP BY 1 ORDER BY 1"),
+        vec![
+            json!({"arrayString": null, "n": 3}),
+            json!({"arrayString": "a", "n": 2}),
+            json!({"arrayString": "b", "n": 3}),
+        ]
+    );
+    let (code, body) = server.post_json(
+        "/druid/v2/sql/task",
+        &json!({"query": array_example_replace(), "context": {"arrayIngestMode": "mvd"}}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.to_string().contains(
+            "Numeric arrays can only be ingested when 'arrayIngestMode' is set to 'array' in the MSQ query's context. Current value of the parameter [mvd]"
+        ),
+        "{body}"
+    );
+    let (code, body) = server.post_json(
+        "/druid/v2/sql/task",
+        &json!({"query": array_example_replace(), "context": {"arrayIngestMode": "lists"}}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(body.to_string().contains("arrayIngestMode"), "{body}");
+}
