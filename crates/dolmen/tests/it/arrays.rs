@@ -357,3 +357,217 @@ PARTITIONED BY DAY"#
     assert_eq!(code, 400, "{body}");
     assert!(body.to_string().contains("arrayIngestMode"), "{body}");
 }
+
+/// The docs' example data as JSON lines (`docs/querying/arrays.md`, verbatim).
+const ARRAY_EXAMPLE_ROWS: &str = r#"{"timestamp": "2023-01-01T00:00:00", "label": "row1", "arrayString": ["a", "b"],  "arrayLong":[1, null,3], "arrayDouble":[1.1, 2.2, null]}
+{"timestamp": "2023-01-01T00:00:00", "label": "row2", "arrayString": [null, "b"], "arrayLong":null,        "arrayDouble":[999, null, 5.5]}
+{"timestamp": "2023-01-01T00:00:00", "label": "row3", "arrayString": [],          "arrayLong":[1, 2, 3],   "arrayDouble":[null, 2.2, 1.1]} 
+{"timestamp": "2023-01-01T00:00:00", "label": "row4", "arrayString": ["a", "b"],  "arrayLong":[1, 2, 3],   "arrayDouble":[]}
+{"timestamp": "2023-01-01T00:00:00", "label": "row5", "arrayString": null,        "arrayLong":[],          "arrayDouble":null}
+"#;
+
+/// A native `index_parallel` spec over inline `data` with `dimensionsSpec`.
+fn native_spec(data_source: &str, data: &str, dimensions_spec: Value, rollup: bool) -> Value {
+    json!({
+        "type": "index_parallel",
+        "spec": {
+            "dataSchema": {
+                "dataSource": data_source,
+                "timestampSpec": {"column": "timestamp", "format": "auto"},
+                "dimensionsSpec": dimensions_spec,
+                "metricsSpec": if rollup { json!([{"type": "count", "name": "count"}]) } else { json!([]) },
+                "granularitySpec": {"segmentGranularity": "day", "queryGranularity": "none", "rollup": rollup}
+            },
+            "ioConfig": {
+                "type": "index_parallel",
+                "inputSource": {"type": "inline", "data": data},
+                "inputFormat": {"type": "json"}
+            }
+        }
+    })
+}
+
+/// `DATA_TYPE` of every column of `table` (`COLUMN_NAME` -> `DATA_TYPE`), in order.
+fn column_types(server: &Server, table: &str) -> Vec<(String, String)> {
+    server
+        .sql(&format!(
+            "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS \
+             WHERE TABLE_NAME = '{table}' ORDER BY ORDINAL_POSITION"
+        ))
+        .into_iter()
+        .map(|r| {
+            (
+                r["COLUMN_NAME"].as_str().unwrap().to_string(),
+                r["DATA_TYPE"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Native batch ingestion with the docs' `dimensionsSpec` (every dimension `auto`) and with
+/// `useSchemaDiscovery` stores the same arrays as the SQL statement does.
+#[test]
+fn native_auto_dimensions_and_schema_discovery_store_arrays() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let docs_dimensions = json!({"dimensions": [
+        {"type": "auto", "name": "label"},
+        {"type": "auto", "name": "arrayString"},
+        {"type": "auto", "name": "arrayLong"},
+        {"type": "auto", "name": "arrayDouble"}
+    ]});
+    let st = server.run_task(&native_spec(
+        "auto_dims",
+        ARRAY_EXAMPLE_ROWS,
+        docs_dimensions,
+        false,
+    ));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let st = server.run_task(&native_spec(
+        "discovered",
+        ARRAY_EXAMPLE_ROWS,
+        json!({"useSchemaDiscovery": true}),
+        false,
+    ));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let want_types: Vec<(String, String)> = [
+        ("__time", "TIMESTAMP"),
+        ("label", "VARCHAR"),
+        ("arrayString", "ARRAY"),
+        ("arrayLong", "ARRAY"),
+        ("arrayDouble", "ARRAY"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    let want_rows = sorted_lines(
+        r#"{"__time":"2023-01-01T00:00:00.000Z","label":"row1","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,null,3]","arrayDouble":"[1.1,2.2,null]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row2","arrayString":"[null,\"b\"]","arrayLong":null,"arrayDouble":"[999.0,null,5.5]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row3","arrayString":"[]","arrayLong":"[1,2,3]","arrayDouble":"[null,2.2,1.1]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row4","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,2,3]","arrayDouble":"[]"}
+{"__time":"2023-01-01T00:00:00.000Z","label":"row5","arrayString":null,"arrayLong":"[]","arrayDouble":null}"#,
+    );
+    for table in ["auto_dims", "discovered"] {
+        assert_eq!(column_types(&server, table), want_types, "{table}");
+        let (code, body) = server.post_json(
+            "/druid/v2/sql",
+            &json!({
+                "query": format!("SELECT arrayString, arrayLong, arrayDouble FROM {table} LIMIT 1"),
+                "resultFormat": "array", "header": true, "typesHeader": true
+            }),
+        );
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(
+            body[1],
+            json!(["ARRAY<STRING>", "ARRAY<LONG>", "ARRAY<DOUBLE>"]),
+            "{table}"
+        );
+        assert_eq!(
+            sorted(
+                &server,
+                &format!("SELECT __time, label, arrayString, arrayLong, arrayDouble FROM {table}")
+            ),
+            want_rows,
+            "{table}"
+        );
+        assert_eq!(
+            server.sql(&format!(
+                "SELECT label FROM {table} WHERE ARRAY_CONTAINS(arrayString, 'a') ORDER BY label"
+            )),
+            vec![json!({"label": "row1"}), json!({"label": "row4"})],
+            "{table}"
+        );
+    }
+}
+
+/// `castToType` fixes an `auto` dimension's type (scalars become one-element arrays, elements
+/// that do not convert become null); without it mixed values get Druid's least restrictive
+/// type: longs and doubles `DOUBLE`, numbers and strings `STRING`, a scalar and an array the
+/// array type, long and double arrays `ARRAY<DOUBLE>`. Rollup groups on whole arrays.
+#[test]
+fn auto_dimension_types_cast_and_widen_like_druid() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let data = r#"{"timestamp": "2023-01-01", "ints": [1, 2], "mixed": 1, "nums": 1, "words": 1, "grow": [1], "cast": 7}
+{"timestamp": "2023-01-01", "ints": [1, 2], "mixed": [2.5], "nums": 2.5, "words": "x", "grow": [1, 2.5], "cast": ["8", "x", 9.7]}
+{"timestamp": "2023-01-01", "ints": [2, 1], "mixed": null, "nums": null, "words": null, "grow": ["a"], "cast": null}
+"#;
+    let spec = native_spec(
+        "typed",
+        data,
+        json!({"dimensions": [
+            {"type": "auto", "name": "ints"},
+            {"type": "auto", "name": "mixed"},
+            {"type": "auto", "name": "nums"},
+            {"type": "auto", "name": "words"},
+            {"type": "auto", "name": "grow"},
+            {"type": "auto", "name": "cast", "castToType": "ARRAY<LONG>"}
+        ]}),
+        true,
+    );
+    let st = server.run_task(&spec);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({
+            "query": "SELECT ints, mixed, nums, words, grow, \"cast\", \"count\" FROM typed ORDER BY \"count\" DESC, nums NULLS FIRST",
+            "resultFormat": "array", "header": true, "typesHeader": true
+        }),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body[1],
+        json!([
+            "ARRAY<LONG>",
+            "ARRAY<DOUBLE>",
+            "DOUBLE",
+            "STRING",
+            "ARRAY<STRING>",
+            "ARRAY<LONG>",
+            "LONG"
+        ])
+    );
+    let rows: Vec<Value> = body.as_array().unwrap()[2..].to_vec();
+    assert_eq!(
+        rows,
+        vec![
+            json!(["[2,1]", null, null, null, "[\"a\"]", null, 1]),
+            json!(["[1,2]", "[1.0]", 1.0, "1", "[\"1\"]", "[7]", 1]),
+            // [1, 2.5] is an ARRAY<DOUBLE> value ([1.0, 2.5]) before the column widens to
+            // ARRAY<STRING>.
+            json!([
+                "[1,2]",
+                "[2.5]",
+                2.5,
+                "x",
+                "[\"1.0\",\"2.5\"]",
+                "[8,null,9]",
+                1
+            ]),
+        ]
+    );
+    // Two identical rows roll up into one.
+    let spec = native_spec(
+        "rolled",
+        "{\"timestamp\": \"2023-01-01\", \"a\": [1, 2]}\n{\"timestamp\": \"2023-01-01\", \"a\": [1, 2]}\n{\"timestamp\": \"2023-01-01\", \"a\": [2]}\n{\"timestamp\": \"2023-01-01\", \"a\": []}\n",
+        json!({"dimensions": [{"type": "auto", "name": "a"}]}),
+        true,
+    );
+    let st = server.run_task(&spec);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    assert_eq!(
+        sorted(&server, "SELECT a, \"count\" FROM rolled"),
+        sorted_lines(
+            r#"{"a":"[1,2]","count":2}
+{"a":"[2]","count":1}
+{"a":"[]","count":1}"#
+        )
+    );
+    // A bad castToType is a 400 naming the dimension.
+    let mut bad = spec.clone();
+    bad["spec"]["dataSchema"]["dimensionsSpec"]["dimensions"][0]["castToType"] =
+        json!("ARRAY<MAP>");
+    let (code, body) = server.post_json("/druid/indexer/v1/task", &bad);
+    assert_eq!(code, 400, "{body}");
+    assert!(body.to_string().contains("castToType"), "{body}");
+}
