@@ -571,3 +571,142 @@ fn auto_dimension_types_cast_and_widen_like_druid() {
     assert_eq!(code, 400, "{body}");
     assert!(body.to_string().contains("castToType"), "{body}");
 }
+
+/// Druid's `docs/release-info/migr-mvd-array.md`, "Examples": each query pair verbatim, over
+/// `tags` stored as an `ARRAY<STRING>` (`array_example`) and as a multi-value string
+/// (`mvd_example`, ingested through `ARRAY_TO_MV` as the guide says). The guide shows rows
+/// `row1` `["t1","t2","t3"]` and `row2` `["t3","t4","t5"]`; a third row `["t5","t6","t7"]`
+/// matches none of the `t3` filters.
+#[test]
+fn mvd_to_array_migration_guide_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let data = r#"{"ts":"2024-01-01","label":"row1","tags":["t1","t2","t3"]}\n{"ts":"2024-01-01","label":"row2","tags":["t3","t4","t5"]}\n{"ts":"2024-01-01","label":"row3","tags":["t5","t6","t7"]}"#;
+    for (table, tags) in [
+        ("array_example", "\"tags\""),
+        ("mvd_example", "ARRAY_TO_MV(\"tags\") AS \"tags\""),
+    ] {
+        let sql = format!(
+            r#"REPLACE INTO "{table}" OVERWRITE ALL
+SELECT TIME_PARSE("ts") AS "__time", "label", {tags}
+FROM TABLE(EXTERN('{{"type":"inline","data":"{}"}}', '{{"type":"json"}}'))
+  EXTEND ("ts" VARCHAR, "label" VARCHAR, "tags" VARCHAR ARRAY)
+PARTITIONED BY DAY"#,
+            data.replace('"', "\\\"")
+        );
+        let st = ingest(&server, &sql, json!({"arrayIngestMode": "array"}));
+        assert_eq!(st["status"], "SUCCESS", "{st}");
+    }
+    let labels = |sql: &str| -> Vec<String> {
+        let mut v: Vec<String> = server
+            .sql(sql)
+            .iter()
+            .map(|r| r["label"].as_str().unwrap().to_string())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    // Filter by an array element.
+    assert_eq!(
+        labels("SELECT label, tags\nFROM \"array_example\"\nWHERE ARRAY_CONTAINS(tags, 't3')"),
+        ["row1", "row2"]
+    );
+    assert_eq!(
+        labels("SELECT label, tags\nFROM \"mvd_example\"\nWHERE tags = 't3'"),
+        ["row1", "row2"]
+    );
+    // Filter by one or more elements.
+    assert_eq!(
+        labels("SELECT *\nFROM \"array_example\"\nWHERE ARRAY_OVERLAP(tags, ARRAY['t1', 't7'])"),
+        ["row1", "row3"]
+    );
+    assert_eq!(
+        labels("SELECT *\nFROM \"mvd_example\"\nWHERE tags = 't1' OR tags = 't7'"),
+        ["row1", "row3"]
+    );
+    // Filter using array equality.
+    assert_eq!(
+        labels("SELECT *\nFROM \"array_example\"\nWHERE tags = ARRAY['t1', 't2', 't3']"),
+        ["row1"]
+    );
+    assert_eq!(
+        labels("SELECT *\nFROM \"mvd_example\"\nWHERE MV_TO_ARRAY(tags) = ARRAY['t1', 't2', 't3']"),
+        ["row1"]
+    );
+    // Group results by array: one group per row, the whole array as the key.
+    assert_eq!(
+        sorted(
+            &server,
+            "SELECT label, tags\nFROM \"array_example\"\nGROUP BY 1, 2"
+        ),
+        sorted_lines(
+            r#"{"label":"row1","tags":"[\"t1\",\"t2\",\"t3\"]"}
+{"label":"row2","tags":"[\"t3\",\"t4\",\"t5\"]"}
+{"label":"row3","tags":"[\"t5\",\"t6\",\"t7\"]"}"#
+        )
+    );
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "SELECT label, MV_TO_ARRAY(tags)\nFROM \"mvd_example\"\nGROUP BY 1, 2", "resultFormat": "array"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let mut got = body.as_array().unwrap().clone();
+    got.sort_by_key(|r| r.to_string());
+    assert_eq!(
+        got,
+        vec![
+            json!(["row1", "[\"t1\",\"t2\",\"t3\"]"]),
+            json!(["row2", "[\"t3\",\"t4\",\"t5\"]"]),
+            json!(["row3", "[\"t5\",\"t6\",\"t7\"]"]),
+        ]
+    );
+    // Group by array elements: UNNEST for the array, implicit for the MVD.
+    let by_element = sorted(
+        &server,
+        "SELECT label, strings\nFROM \"array_example\" CROSS JOIN UNNEST(tags) as u(strings)\nGROUP BY 1, 2",
+    );
+    assert_eq!(by_element.len(), 9, "{by_element:?}");
+    let mvd = sorted(
+        &server,
+        "SELECT label, tags\nFROM \"mvd_example\"\nGROUP BY 1, 2",
+    );
+    let renamed: Vec<Value> = by_element
+        .iter()
+        .map(|r| json!({"label": r["label"], "tags": r["strings"]}))
+        .collect();
+    assert_eq!(mvd, renamed);
+    // Filter and group by array elements: the guide's documented answers.
+    assert_eq!(
+        sorted(
+            &server,
+            "SELECT label, tags\nFROM \"array_example\"\nWHERE ARRAY_CONTAINS(tags, 't3')\nGROUP BY 1, 2"
+        ),
+        sorted_lines(
+            r#"{"label":"row1","tags":"[\"t1\",\"t2\",\"t3\"]"}
+{"label":"row2","tags":"[\"t3\",\"t4\",\"t5\"]"}"#
+        )
+    );
+    assert_eq!(
+        sorted(
+            &server,
+            "SELECT label, tags\nFROM \"mvd_example\"\nWHERE tags = 't3'\nGROUP BY 1, 2"
+        ),
+        sorted_lines(
+            r#"{"label":"row1","tags":"t1"}
+{"label":"row1","tags":"t2"}
+{"label":"row1","tags":"t3"}
+{"label":"row2","tags":"t3"}
+{"label":"row2","tags":"t4"}
+{"label":"row2","tags":"t5"}"#
+        )
+    );
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "SELECT label, MV_FILTER_ONLY(tags, ARRAY['t3'])\nFROM \"mvd_example\"\nWHERE tags = 't3'\nGROUP BY 1, 2", "resultFormat": "array"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let mut got = body.as_array().unwrap().clone();
+    got.sort_by_key(|r| r.to_string());
+    assert_eq!(got, vec![json!(["row1", "t3"]), json!(["row2", "t3"])]);
+}
