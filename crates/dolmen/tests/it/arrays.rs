@@ -710,3 +710,94 @@ PARTITIONED BY DAY"#,
     got.sort_by_key(|r| r.to_string());
     assert_eq!(got, vec![json!(["row1", "t3"]), json!(["row2", "t3"])]);
 }
+
+/// Streaming ingestion (a `logstream` supervisor) with the docs' `auto` dimensions: the arrays
+/// are queryable from the running task's hydrants as `ARRAY<...>` columns, and the same after
+/// an early handoff publishes the segment.
+#[test]
+fn streaming_ingestion_stores_arrays_in_hydrants_and_handoff() {
+    use crate::supervisors::{brokers, new_topic, spec};
+    use dolmen_stream::kafka::{KafkaTestProducer, ProducerRecord};
+    let Some(brokers) = brokers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let topic = new_topic(&brokers, 1);
+    let records: Vec<ProducerRecord> = ARRAY_EXAMPLE_ROWS
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v["ts"] = json!(1_672_531_200_000i64 + i as i64);
+            ProducerRecord::to_partition(0, v.to_string().into_bytes())
+        })
+        .collect();
+    KafkaTestProducer::new(&brokers)
+        .unwrap()
+        .send_all(&topic, &records)
+        .unwrap();
+    let mut sup = spec("arrays_stream", &topic, &brokers, json!({}));
+    sup["spec"]["dataSchema"]["dimensionsSpec"] = json!({"dimensions": [
+        {"type": "auto", "name": "label"},
+        {"type": "auto", "name": "arrayString"},
+        {"type": "auto", "name": "arrayLong"},
+        {"type": "auto", "name": "arrayDouble"}
+    ]});
+    sup["spec"]["dataSchema"]["metricsSpec"] = json!([]);
+    let (code, body) = server.post_json("/druid/indexer/v1/supervisor", &sup);
+    assert_eq!(code, 200, "{body}");
+    let want = sorted_lines(
+        r#"{"label":"row1","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,null,3]","arrayDouble":"[1.1,2.2,null]"}
+{"label":"row2","arrayString":"[null,\"b\"]","arrayLong":null,"arrayDouble":"[999.0,null,5.5]"}
+{"label":"row3","arrayString":"[]","arrayLong":"[1,2,3]","arrayDouble":"[null,2.2,1.1]"}
+{"label":"row4","arrayString":"[\"a\",\"b\"]","arrayLong":"[1,2,3]","arrayDouble":"[]"}
+{"label":"row5","arrayString":null,"arrayLong":"[]","arrayDouble":null}"#,
+    );
+    let query = "SELECT label, arrayString, arrayLong, arrayDouble FROM arrays_stream";
+    let rows_now = || -> Vec<Value> {
+        let (code, body) = server.post_json("/druid/v2/sql", &json!({"query": query}));
+        if code != 200 {
+            return Vec::new();
+        }
+        let mut rows = body.as_array().cloned().unwrap_or_default();
+        rows.sort_by_key(|r| r.to_string());
+        rows
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while rows_now().len() < 5 {
+        assert!(std::time::Instant::now() < deadline, "rows not queryable");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(rows_now(), want);
+    assert_eq!(
+        column_types(&server, "arrays_stream")[2..],
+        [
+            ("arrayString".to_string(), "ARRAY".to_string()),
+            ("arrayLong".to_string(), "ARRAY".to_string()),
+            ("arrayDouble".to_string(), "ARRAY".to_string()),
+        ]
+    );
+    let (code, body) = server.post_json(
+        "/druid/indexer/v1/supervisor/arrays_stream/taskGroups/handoff",
+        &json!({"taskGroupIds": [0]}),
+    );
+    assert_eq!(code, 202, "{body}");
+    let published = || {
+        server
+            .sql("SELECT COALESCE(SUM(num_rows), 0) AS n FROM sys.segments WHERE datasource = 'arrays_stream' AND is_published = 1")[0]["n"]
+            .as_i64()
+            .unwrap_or(0)
+    };
+    while published() < 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "handoff did not publish"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(rows_now(), want);
+    let (code, _) = server.post_json(
+        "/druid/indexer/v1/supervisor/arrays_stream/terminate",
+        &json!({}),
+    );
+    assert_eq!(code, 200);
+}
