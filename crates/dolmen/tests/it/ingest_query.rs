@@ -543,8 +543,8 @@ fn the_unnest_tutorials_ingestions_run_verbatim() {
     let st = server.run_task(&spec);
     assert_eq!(st["status"], "SUCCESS", "{st}");
     check(&server);
-    // SQL-based ingestion of the same rows replaces them. (Its `string` columns fed JSON arrays
-    // hold the arrays' JSON text rather than multi-value strings as in Druid: issue 20.)
+    // SQL-based ingestion of the same rows replaces them; its `string` columns fed JSON arrays
+    // are multi-value strings, as in Druid.
     let (code, body) = server.post_json(
         "/druid/v2/sql/task",
         &json!({ "query": UNNEST_TUTORIAL_SQL }),
@@ -552,6 +552,15 @@ fn the_unnest_tutorials_ingestions_run_verbatim() {
     assert_eq!(code, 200, "{body}");
     let st = server.wait_task(body["taskId"].as_str().unwrap());
     assert_eq!(st["status"], "SUCCESS", "{st}");
+    check(&server);
+    let types = server.sql(
+        "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS \
+         WHERE TABLE_NAME = 'nested_data' AND COLUMN_NAME = 'dim3'",
+    );
+    assert_eq!(
+        types,
+        vec![json!({"COLUMN_NAME": "dim3", "DATA_TYPE": "VARCHAR"})]
+    );
     let rows = server.sql("SELECT __time, dim1, m1, m2 FROM nested_data ORDER BY __time, dim1");
     assert_eq!(rows.len(), 7, "{rows:?}");
     assert_eq!(rows[0]["__time"], "2000-01-01T00:00:00.000Z");
