@@ -172,6 +172,7 @@ pub fn row_heap_bytes(dims: &[Val], kinds: &[MetricKind]) -> usize {
                                 + x.as_ref().map_or(0, |s| s.len())
                         })
                         .sum(),
+                    Val::Json(s) => s.len(),
                     Val::Array(vs) => vs
                         .iter()
                         .map(|x| {
@@ -611,16 +612,20 @@ fn spill_metric_type(k: MetricKind) -> DataType {
         | ColumnType::ThetaSketch
         | ColumnType::QuantilesDoublesSketch
         | ColumnType::HyperUnique => DataType::Binary,
-        // Metrics are never arrays.
-        ty @ (ColumnType::StringArray | ColumnType::LongArray | ColumnType::DoubleArray) => {
-            ty.arrow_type()
-        }
+        // Metrics are never arrays or JSON.
+        ty @ (ColumnType::StringArray
+        | ColumnType::LongArray
+        | ColumnType::DoubleArray
+        | ColumnType::Json) => ty.arrow_type(),
     }
 }
 
 /// Field metadata key marking a spilled dimension column as an array dimension (a
 /// `List<Utf8>` spill column is otherwise a multi-value string).
 const SPILL_ARRAY_KEY: &str = "dolmen.array";
+
+/// Field metadata key marking a spilled dimension column as `COMPLEX<json>` (JSON text).
+const SPILL_JSON_KEY: &str = "dolmen.json";
 
 /// Spill schema: `t`, then `d0..dn` typed, then `m0..mk` (see [`spill_metric_type`]), then
 /// `t0..` (Int64), the times of the first/last metrics in metric order.
@@ -634,6 +639,8 @@ fn spill_schema(dims: &[DimSlot], multi: &[bool], metrics: &[MetricKind]) -> Sch
         );
         fields.push(if d.ty.is_array() {
             f.with_metadata([(SPILL_ARRAY_KEY.to_string(), "true".to_string())].into())
+        } else if d.ty == ColumnType::Json {
+            f.with_metadata([(SPILL_JSON_KEY.to_string(), "true".to_string())].into())
         } else {
             f
         });
@@ -706,6 +713,27 @@ fn scalar_text(v: &Val) -> Option<String> {
         Val::Double(d) => Some(crate::expr::format_double(*d)),
         Val::Float(f) => Some(crate::expr::format_double(f64::from(*f))),
         _ => None,
+    }
+}
+
+/// A dimension value as JSON text (a `COMPLEX<json>` column; values read before the column
+/// widened to JSON are written as the JSON they were).
+fn json_text(v: &Val) -> Option<String> {
+    match v {
+        Val::Null => None,
+        Val::Json(t) => Some(t.to_string()),
+        Val::Str(s) => Some(serde_json::Value::String(s.to_string()).to_string()),
+        Val::Long(n) => Some(n.to_string()),
+        Val::Double(d) => Some(serde_json::json!(d).to_string()),
+        Val::Float(f) => Some(serde_json::json!(f64::from(*f)).to_string()),
+        Val::Multi(vs) => Some(serde_json::json!(vs).to_string()),
+        Val::Array(vs) => Some(format!(
+            "[{}]",
+            vs.iter()
+                .map(|x| json_text(x).unwrap_or_else(|| "null".to_string()))
+                .collect::<Vec<_>>()
+                .join(",")
+        )),
     }
 }
 
@@ -786,6 +814,13 @@ fn rows_to_batch(
                         }
                         _ => b.append_null(),
                     }
+                }
+                Arc::new(b.finish())
+            }
+            ColumnType::Json => {
+                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 16);
+                for r in rows {
+                    b.append_option(r.dims.get(i).and_then(json_text));
                 }
                 Arc::new(b.finish())
             }
@@ -971,10 +1006,18 @@ fn batch_to_rows(
         .collect();
     for c in 1..=ndims {
         let col = b.column(c);
-        let array = b.schema().field(c).metadata().contains_key(SPILL_ARRAY_KEY);
+        let schema = b.schema();
+        let meta = schema.field(c).metadata();
+        let array = meta.contains_key(SPILL_ARRAY_KEY);
+        let json = meta.contains_key(SPILL_JSON_KEY);
         for (i, row) in rows.iter_mut().enumerate() {
             row.dims.push(if array {
                 array_val_at(col.as_ref(), i)
+            } else if json {
+                match val_at(col.as_ref(), i) {
+                    Val::Str(s) => Val::Json(s),
+                    other => other,
+                }
             } else {
                 val_at(col.as_ref(), i)
             });

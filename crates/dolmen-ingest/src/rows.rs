@@ -52,6 +52,8 @@ pub enum Val {
     /// [`Val::Double`]; a dimension whose type widened after a row was read may hold elements
     /// of the narrower type, which segment writing converts.
     Array(Box<[Val]>),
+    /// A row of a `COMPLEX<json>` dimension: the value's compact JSON text.
+    Json(Box<str>),
 }
 
 impl Val {
@@ -63,6 +65,7 @@ impl Val {
             Val::Double(_) => 3,
             Val::Str(_) | Val::Multi(_) => 4,
             Val::Array(_) => 5,
+            Val::Json(_) => 6,
         }
     }
 }
@@ -104,6 +107,7 @@ impl Ord for Val {
             (Val::Float(a), Val::Float(b)) => a.total_cmp(b),
             (Val::Double(a), Val::Double(b)) => a.total_cmp(b),
             (Val::Array(a), Val::Array(b)) => a.iter().cmp(b.iter()),
+            (Val::Json(a), Val::Json(b)) => a.as_bytes().cmp(b.as_bytes()),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -125,6 +129,7 @@ impl Hash for Val {
             Val::Float(v) => v.to_bits().hash(state),
             Val::Double(v) => v.to_bits().hash(state),
             Val::Array(v) => v.hash(state),
+            Val::Json(v) => v.hash(state),
         }
     }
 }
@@ -237,6 +242,12 @@ pub fn to_dim_val(
     handling: MultiValueHandling,
 ) -> Result<Val, ConversionError> {
     let Some(v) = v else { return Ok(Val::Null) };
+    if ty == ColumnType::Json {
+        return Ok(match v {
+            Value::Null => Val::Null,
+            other => Val::Json(other.to_string().into_boxed_str()),
+        });
+    }
     if let Some(element) = ty.element() {
         // Druid's auto column with an array type: a scalar is a one-element array; elements
         // that do not convert are null (`ExprEval.castTo` of each element).
@@ -310,10 +321,11 @@ pub fn infer_type(v: &Value) -> ColumnType {
 /// strings (and booleans) `STRING`; a flat JSON array `ARRAY<LONG>` if all its non-null
 /// elements are integers, `ARRAY<DOUBLE>` if they are numbers, else `ARRAY<STRING>`. `None`
 /// for null, an empty array, an array of nulls (no type information yet), objects and nested
-/// arrays.
+/// arrays, `COMPLEX<json>` for objects and arrays holding objects or arrays.
 pub fn infer_auto_type(v: &Value) -> Option<ColumnType> {
     match v {
-        Value::Null | Value::Object(_) => None,
+        Value::Null => None,
+        Value::Object(_) => Some(ColumnType::Json),
         Value::Number(n) if n.is_i64() || n.is_u64() => Some(ColumnType::Long),
         Value::Number(_) => Some(ColumnType::Double),
         Value::Array(items) => {
@@ -321,7 +333,7 @@ pub fn infer_auto_type(v: &Value) -> Option<ColumnType> {
             for x in items {
                 let t = match x {
                     Value::Null => continue,
-                    Value::Array(_) | Value::Object(_) => return None,
+                    Value::Array(_) | Value::Object(_) => return Some(ColumnType::Json),
                     x => infer_auto_type(x)?,
                 };
                 element = Some(element.map_or(t, |e| widen(e, t)));
@@ -335,8 +347,11 @@ pub fn infer_auto_type(v: &Value) -> Option<ColumnType> {
 /// The least restrictive of two dimension types, as Druid's
 /// `ColumnType.leastRestrictiveType`: `LONG` < `DOUBLE` < `STRING` (a `FLOAT` counts as
 /// `DOUBLE`), and a scalar with an array (or two arrays) gives the array of the least
-/// restrictive element type.
+/// restrictive element type; `COMPLEX<json>` with anything is `COMPLEX<json>`.
 pub fn widen(a: ColumnType, b: ColumnType) -> ColumnType {
+    if a == ColumnType::Json || b == ColumnType::Json {
+        return ColumnType::Json;
+    }
     fn scalar_rank(t: ColumnType) -> u8 {
         match t {
             ColumnType::Long => 0,
@@ -1226,8 +1241,9 @@ mod tests {
         assert_eq!(t(json!([])), None);
         assert_eq!(t(json!([null])), None);
         assert_eq!(t(json!(null)), None);
-        assert_eq!(t(json!({"a": 1})), None);
-        assert_eq!(t(json!([[1]])), None);
+        assert_eq!(t(json!({"a": 1})), Some(ColumnType::Json));
+        assert_eq!(t(json!([[1]])), Some(ColumnType::Json));
+        assert_eq!(widen(ColumnType::Json, ColumnType::Long), ColumnType::Json);
         use ColumnType::*;
         assert_eq!(widen(Long, Double), Double);
         assert_eq!(widen(Double, String), String);

@@ -175,6 +175,7 @@ pub fn cast_to_column_type(name: &str) -> Option<ColumnType> {
         "ARRAY<STRING>" => Some(ColumnType::StringArray),
         "ARRAY<LONG>" => Some(ColumnType::LongArray),
         "ARRAY<FLOAT>" | "ARRAY<DOUBLE>" => Some(ColumnType::DoubleArray),
+        "COMPLEX<JSON>" | "JSON" => Some(ColumnType::Json),
         _ => None,
     }
 }
@@ -187,6 +188,7 @@ impl TypedDimension {
             "long" => Some(ColumnType::Long),
             "float" => Some(ColumnType::Float),
             "double" => Some(ColumnType::Double),
+            "json" => Some(ColumnType::Json),
             "auto" => self.cast_to_type.as_deref().and_then(cast_to_column_type),
             _ => Some(ColumnType::String),
         }
@@ -1160,10 +1162,10 @@ impl IndexTaskSpec {
             if let DimensionSchema::Typed(t) = d {
                 if !matches!(
                     t.dim_type.as_str(),
-                    "string" | "long" | "float" | "double" | "auto"
+                    "string" | "long" | "float" | "double" | "auto" | "json"
                 ) {
                     return Err(IngestError::InvalidSpec(format!(
-                        "spec.dataSchema.dimensionsSpec.dimensions: dimension [{n}] has unsupported type [{}]; expected string, long, float, double or auto",
+                        "spec.dataSchema.dimensionsSpec.dimensions: dimension [{n}] has unsupported type [{}]; expected string, long, float, double, auto or json",
                         t.dim_type
                     )));
                 }

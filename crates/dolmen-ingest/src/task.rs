@@ -489,7 +489,8 @@ impl Dimensions {
         for (k, v) in row {
             // Nulls, objects and nested lists are not discovered (Druid's rules); a column first
             // seen as null is discovered with its first non-null value.
-            if !crate::input::is_discoverable(v, false) {
+            // Typed discovery also finds objects and nested arrays (`COMPLEX<json>`).
+            if !(crate::input::is_discoverable(v, false) || self.typed_discovery && !v.is_null()) {
                 continue;
             }
             if !self.index.contains_key(k)

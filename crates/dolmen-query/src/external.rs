@@ -221,6 +221,16 @@ fn parse_extend(
         while let Some(Token::Word(w)) = t(k) {
             ty.push(w.value.to_ascii_uppercase());
             k += 1;
+            // `COMPLEX<json>`
+            if w.value.eq_ignore_ascii_case("COMPLEX")
+                && let (Some(Token::Lt), Some(Token::Word(inner)), Some(Token::Gt)) =
+                    (t(k), t(k + 1), t(k + 2))
+                && inner.value.eq_ignore_ascii_case("json")
+            {
+                ty.pop();
+                ty.push("JSON".to_string());
+                k += 3;
+            }
         }
         // `DECIMAL(10, 2)`-style arguments are not Druid types; reject below by name.
         let (base, array) = match ty.as_slice() {

@@ -538,6 +538,9 @@ fn segment_type(f: &Field, mode: ArrayIngestMode) -> Result<(ColumnType, bool), 
             return Ok((t, false));
         }
     }
+    if crate::functions::scalar::is_json_field(f) {
+        return Ok((ColumnType::Json, false));
+    }
     let unsupported = || {
         format!(
             "Cannot store column [{}] of type [{}] in a segment; cast it to VARCHAR, BIGINT, DOUBLE, FLOAT or an ARRAY of them",

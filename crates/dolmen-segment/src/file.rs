@@ -65,6 +65,11 @@ pub enum ColumnType {
     /// An `ARRAY<DOUBLE>` column (SQL `DOUBLE ARRAY`): a Parquet LIST of nullable 64-bit floats.
     #[serde(rename = "ARRAY<DOUBLE>")]
     DoubleArray,
+    /// A nested JSON column (`COMPLEX<json>`, Druid's `docs/querying/nested-columns.md`): each
+    /// row's JSON value as compact JSON text (UTF-8), the field marked with
+    /// [`COMPLEX_METADATA_KEY`] = `json` so that queries read it as JSON (ADR 0020).
+    #[serde(rename = "COMPLEX<json>")]
+    Json,
 }
 
 impl ColumnType {
@@ -82,6 +87,7 @@ impl ColumnType {
             ColumnType::StringArray => list_of(DataType::Utf8),
             ColumnType::LongArray => list_of(DataType::Int64),
             ColumnType::DoubleArray => list_of(DataType::Float64),
+            ColumnType::Json => DataType::Utf8,
         }
     }
 
@@ -101,6 +107,7 @@ impl ColumnType {
             ColumnType::StringArray => "ARRAY<STRING>",
             ColumnType::LongArray => "ARRAY<LONG>",
             ColumnType::DoubleArray => "ARRAY<DOUBLE>",
+            ColumnType::Json => "COMPLEX<json>",
         }
     }
 
@@ -190,6 +197,10 @@ pub fn list_of(element: DataType) -> DataType {
     DataType::List(Arc::new(Field::new_list_field(element, true)))
 }
 
+/// Arrow field metadata key naming the complex type of a `Utf8` field holding JSON text
+/// (value `json`: a `COMPLEX<json>` column or expression result).
+pub const COMPLEX_METADATA_KEY: &str = "dolmen.complex";
+
 /// The Arrow type of a multi-value string dimension: `List<Utf8>` with nullable items named
 /// `item` (Arrow's default list field).
 pub fn multi_value_string_type() -> DataType {
@@ -250,6 +261,12 @@ impl SegmentColumn {
         if self.is_multi_value() {
             f.with_metadata(
                 [(MULTI_VALUE_METADATA_KEY.to_string(), "true".to_string())]
+                    .into_iter()
+                    .collect(),
+            )
+        } else if self.ty == ColumnType::Json {
+            f.with_metadata(
+                [(COMPLEX_METADATA_KEY.to_string(), "json".to_string())]
                     .into_iter()
                     .collect(),
             )

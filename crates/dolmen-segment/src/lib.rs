@@ -19,7 +19,7 @@ pub mod id;
 pub mod timeline;
 
 pub use file::{
-    ColumnKind, ColumnType, DICTIONARY_PAGE_BYTES, DRUID_TYPE_METADATA_KEY,
+    COMPLEX_METADATA_KEY, ColumnKind, ColumnType, DICTIONARY_PAGE_BYTES, DRUID_TYPE_METADATA_KEY,
     MULTI_VALUE_METADATA_KEY, PAGE_ROWS, SegmentColumn, SegmentFileWriter, SegmentSchema, list_of,
     multi_value_string_type,
 };
