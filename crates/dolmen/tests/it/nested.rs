@@ -196,3 +196,104 @@ PARTITIONED BY ALL"#,
         );
     }
 }
+
+/// The docs' "Grouping and filtering", "Return results in a JSON object", "Combine multiple
+/// JSON inputs" and "Examine JSON object schema" queries over the stored nested columns, and
+/// the "Transform data during batch ingestion" spec (`json_value`, `json_query`, `json_object`
+/// transforms into `json` dimensions).
+#[test]
+fn nested_columns_queries_and_transforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let st = server.run_task(&native_spec("nested_data_example", docs_dimensions()));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let body = array_rows(
+        &server,
+        "SELECT\n  product,\n  JSON_VALUE(shipTo, '$.address.country'),\n  SUM(JSON_VALUE(details, '$.price' RETURNING BIGINT))\nFROM nested_data_example\nWHERE JSON_VALUE(shipTo, '$.address.country') in ('BL', 'CW')\nGROUP BY 1,2\nORDER BY 3 DESC",
+    );
+    assert_eq!(
+        body,
+        json!([
+            ["product", "EXPR$1", "EXPR$2"],
+            ["STRING", "STRING", "LONG"],
+            ["VARCHAR", "VARCHAR", "BIGINT"],
+            ["Bike", "BL", 542],
+            ["Mouse", "CW", 90]
+        ])
+    );
+    // JSON_VALUE of an object or array is null (SQL-compatible mode; the docs' "" is the
+    // legacy mode's null); JSON_QUERY returns the JSON.
+    let body = array_rows(
+        &server,
+        "SELECT\n  JSON_VALUE(shipTo, '$.address'),\n  JSON_QUERY(shipTo, '$.address'),\n  JSON_VALUE(shipTo, '$.phoneNumbers'),\n  JSON_QUERY(shipTo, '$.phoneNumbers')\nFROM nested_data_example ORDER BY __time LIMIT 1",
+    );
+    assert_eq!(
+        body,
+        json!([["EXPR$0","EXPR$1","EXPR$2","EXPR$3"],["STRING","COMPLEX<json>","STRING","COMPLEX<json>"],["VARCHAR","OTHER","VARCHAR","OTHER"],
+            [null, {"street":"77173 Rusty Station","city":"South Yeseniabury","state":"WA","country":"BL","postalCode":"01893"}, null,
+             [{"type":"primary","number":"891-374-6188 x74568"},{"type":"secondary","number":"1-248-998-4426 x33037"}]]])
+    );
+    let body = array_rows(
+        &server,
+        "SELECT\n  JSON_OBJECT(KEY 'shipTo' VALUE JSON_QUERY(shipTo, '$'), KEY 'details' VALUE JSON_QUERY(details, '$')) as combinedJson\nFROM nested_data_example ORDER BY __time LIMIT 1",
+    );
+    assert_eq!(
+        body[3][0],
+        json!({"details":{"color":"sky blue","price":542.0},"shipTo":{"firstName":"Russ","lastName":"Cole","address":{"street":"77173 Rusty Station","city":"South Yeseniabury","state":"WA","country":"BL","postalCode":"01893"},"phoneNumbers":[{"type":"primary","number":"891-374-6188 x74568"},{"type":"secondary","number":"1-248-998-4426 x33037"}]}})
+    );
+    assert_eq!(body[1], json!(["COMPLEX<json>"]));
+    let rows = server.sql(
+        "SELECT\n  ARRAY_CONCAT_AGG(DISTINCT JSON_KEYS(shipTo, '$.')),\n  ARRAY_CONCAT_AGG(DISTINCT JSON_KEYS(shipTo, '$.address')),\n  ARRAY_CONCAT_AGG(DISTINCT JSON_PATHS(shipTo))\nFROM nested_data_example",
+    );
+    let sorted_list = |v: &Value| -> Vec<String> {
+        let mut l: Vec<String> = serde_json::from_str(v.as_str().unwrap()).unwrap();
+        l.sort();
+        l
+    };
+    assert_eq!(
+        sorted_list(&rows[0]["EXPR$0"]),
+        ["address", "firstName", "lastName", "phoneNumbers"]
+    );
+    assert_eq!(
+        sorted_list(&rows[0]["EXPR$1"]),
+        ["city", "country", "postalCode", "state", "street"]
+    );
+    assert!(
+        sorted_list(&rows[0]["EXPR$2"]).contains(&"$.address.city".to_string()),
+        "{rows:?}"
+    );
+    // UNNEST of a JSON array inside a stored column.
+    let rows = server.sql(
+        "SELECT COUNT(*) AS n FROM nested_data_example CROSS JOIN UNNEST(JSON_QUERY_ARRAY(shipTo, '$.phoneNumbers')) AS p(phone)",
+    );
+    assert_eq!(rows, vec![json!({"n": 10})]);
+
+    // The docs' transform spec.
+    let mut spec = native_spec(
+        "nested_data_transform_example",
+        json!({"dimensions": [
+            "firstName",
+            "lastName",
+            {"type": "json", "name": "address"},
+            {"type": "json", "name": "productDetails"}
+        ]}),
+    );
+    spec["spec"]["dataSchema"]["transformSpec"] = json!({"transforms": [
+        { "type":"expression", "name":"firstName", "expression":"json_value(shipTo, '$.firstName')"},
+        { "type":"expression", "name":"lastName", "expression":"json_value(shipTo, '$.lastName')"},
+        { "type":"expression", "name":"address", "expression":"json_query(shipTo, '$.address')"},
+        { "type":"expression", "name":"productDetails", "expression":"json_object('product', product, 'details', details, 'department', department)"}
+    ]});
+    let st = server.run_task(&spec);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let body = array_rows(
+        &server,
+        "SELECT firstName, lastName, address, productDetails, JSON_VALUE(productDetails, '$.details.price' RETURNING DOUBLE) AS price FROM nested_data_transform_example ORDER BY __time LIMIT 1",
+    );
+    assert_eq!(
+        body,
+        json!([["firstName","lastName","address","productDetails","price"],["STRING","STRING","COMPLEX<json>","COMPLEX<json>","DOUBLE"],["VARCHAR","VARCHAR","OTHER","OTHER","DOUBLE"],
+            ["Russ","Cole",{"street":"77173 Rusty Station","city":"South Yeseniabury","state":"WA","country":"BL","postalCode":"01893"},
+             {"product":"Bike","details":{"color":"sky blue","price":542.0},"department":"Sports"}, 542.0]])
+    );
+}
