@@ -1070,7 +1070,7 @@ fn build_call(src: &str, raw_name: &str, args: Vec<Node>, pos: usize) -> Result<
             Func::JsonQuery(path_arg(1)?)
         }
         "json_object" => {
-            check(n % 2 == 0, "an even number of arguments")?;
+            check(n.is_multiple_of(2), "an even number of arguments")?;
             Func::JsonObject
         }
         "parse_json" | "try_parse_json" => {
