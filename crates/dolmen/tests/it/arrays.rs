@@ -162,6 +162,34 @@ fn array_example_loads_with_array_types() {
 {"__time":"2023-01-01T00:00:00.000Z","label":"row5","arrayString":null,"arrayLong":"[]","arrayDouble":null}"#,
     );
     assert_eq!(got, want);
+    // CSV: the arrays' JSON text, quoted as opencsv quotes it; a null array is empty.
+    let (code, _, text) = server.post_raw(
+        "/druid/v2/sql",
+        Some("application/json"),
+        &json!({
+            "query": "SELECT label, arrayString, arrayLong, arrayDouble FROM array_example WHERE label IN ('row1','row2','row5') ORDER BY label",
+            "resultFormat": "csv", "header": true
+        })
+        .to_string(),
+    );
+    assert_eq!(code, 200, "{text}");
+    assert_eq!(
+        text,
+        "label,arrayString,arrayLong,arrayDouble\nrow1,\"[\"\"a\"\",\"\"b\"\"]\",\"[1,null,3]\",\"[1.1,2.2,null]\"\nrow2,\"[null,\"\"b\"\"]\",,\"[999.0,null,5.5]\"\nrow5,,[],\n\n"
+    );
+    // The segment payload lists the columns with Druid's type names.
+    let (code, segs) =
+        server.get_json("/druid/coordinator/v1/metadata/datasources/array_example/segments?full");
+    assert_eq!(code, 200, "{segs}");
+    assert_eq!(
+        segs[0]["columns"],
+        json!([
+            {"name": "label", "type": "string", "kind": "dimension"},
+            {"name": "arrayString", "type": "ARRAY<STRING>", "kind": "dimension"},
+            {"name": "arrayLong", "type": "ARRAY<LONG>", "kind": "dimension"},
+            {"name": "arrayDouble", "type": "ARRAY<DOUBLE>", "kind": "dimension"}
+        ])
+    );
     // sqlStringifyArrays=false prints JSON arrays.
     let (code, body) = server.post_json(
         "/druid/v2/sql",
