@@ -297,3 +297,61 @@ fn nested_columns_queries_and_transforms() {
              {"product":"Bike","details":{"color":"sky blue","price":542.0},"department":"Sports"}, 542.0]])
     );
 }
+
+/// Re-indexing (the `druid` input source, as compaction and reindex tasks read) keeps nested
+/// JSON and array values: JSON columns come back as JSON (not as strings of JSON text), array
+/// columns as arrays.
+#[test]
+fn reindexing_keeps_json_and_array_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let st = server.run_task(&native_spec("nested_data_example", docs_dimensions()));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let st = crate::arrays::ingest(
+        &server,
+        r#"REPLACE INTO arrays OVERWRITE ALL
+SELECT TIME_PARSE("t") AS __time, "l", "d"
+FROM TABLE(EXTERN('{"type":"inline","data":"{\"t\":\"2022-06-13\",\"l\":[1,null,3],\"d\":[2.5]}\n{\"t\":\"2022-06-13\",\"l\":[],\"d\":null}"}', '{"type":"json"}'))
+  EXTEND ("t" VARCHAR, "l" BIGINT ARRAY, "d" DOUBLE ARRAY)
+PARTITIONED BY DAY"#,
+        json!({}),
+    );
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let reindex = |from: &str, to: &str, dims: Value| {
+        json!({
+          "type": "index_parallel",
+          "spec": {
+            "ioConfig": {
+              "type": "index_parallel",
+              "inputSource": {"type": "druid", "dataSource": from, "interval": "2022-06-01/2022-07-01"},
+              "inputFormat": null
+            },
+            "dataSchema": {
+              "granularitySpec": {"segmentGranularity": "day", "queryGranularity": "none", "rollup": false},
+              "dataSource": to,
+              "timestampSpec": {"column": "__time", "format": "millis"},
+              "dimensionsSpec": dims
+            }
+          }
+        })
+    };
+    let st = server.run_task(&reindex(
+        "nested_data_example",
+        "nested_again",
+        docs_dimensions(),
+    ));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let st = server.run_task(&reindex(
+        "arrays",
+        "arrays_again",
+        json!({"dimensions": [{"type": "auto", "name": "l"}, {"type": "auto", "name": "d"}]}),
+    ));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    for (a, b, order) in [
+        ("nested_data_example", "nested_again", "__time"),
+        ("arrays", "arrays_again", "__time, ARRAY_LENGTH(l)"),
+    ] {
+        let q = |t: &str| array_rows(&server, &format!("SELECT * FROM {t} ORDER BY {order}"));
+        assert_eq!(q(a), q(b), "{a} vs {b}");
+    }
+}
