@@ -102,6 +102,9 @@ pub enum ExprValue {
     Double(f64),
     /// UTF-8 string.
     String(String),
+    /// A `COMPLEX<json>` value (results of `json_query`, `json_object`, `parse_json`); where a
+    /// string is wanted it reads as its JSON text, where a number is wanted as its number.
+    Json(Value),
 }
 
 impl ExprValue {
@@ -130,6 +133,7 @@ impl ExprValue {
                 serde_json::Number::from_f64(*d).map_or(Value::Null, Value::Number)
             }
             ExprValue::String(s) => Value::String(s.clone()),
+            ExprValue::Json(v) => v.clone(),
         }
     }
 
@@ -144,6 +148,7 @@ impl ExprValue {
             ExprValue::Long(_) => "LONG",
             ExprValue::Double(_) => "DOUBLE",
             ExprValue::String(_) | ExprValue::Null => "STRING",
+            ExprValue::Json(_) => "COMPLEX<json>",
         }
     }
 
@@ -154,6 +159,8 @@ impl ExprValue {
             ExprValue::Long(l) => Some(Cow::Owned(l.to_string())),
             ExprValue::Double(d) => Some(Cow::Owned(format_double(*d))),
             ExprValue::String(s) => Some(Cow::Borrowed(s)),
+            ExprValue::Json(Value::Null) => None,
+            ExprValue::Json(v) => Some(Cow::Owned(v.to_string())),
         }
     }
 
@@ -168,6 +175,7 @@ impl ExprValue {
                 ExprValue::Double(d) => Some(d as i64),
                 _ => None,
             },
+            ExprValue::Json(v) => v.as_i64().or_else(|| v.as_f64().map(|d| d as i64)),
         }
     }
 
@@ -182,6 +190,7 @@ impl ExprValue {
                 ExprValue::Double(d) => Some(d),
                 _ => None,
             },
+            ExprValue::Json(v) => v.as_f64(),
         }
     }
 
@@ -192,6 +201,7 @@ impl ExprValue {
             ExprValue::Long(l) => *l > 0,
             ExprValue::Double(d) => *d > 0.0,
             ExprValue::String(s) => s.eq_ignore_ascii_case("true"),
+            ExprValue::Json(v) => v.as_bool().unwrap_or(false),
         }
     }
 
@@ -200,6 +210,13 @@ impl ExprValue {
         match self {
             ExprValue::Long(_) | ExprValue::Double(_) => Some(self.clone()),
             ExprValue::String(s) => parse_number(s),
+            ExprValue::Json(v) => match v {
+                Value::Number(n) => Some(n.as_i64().map_or_else(
+                    || ExprValue::Double(n.as_f64().unwrap_or(f64::NAN)),
+                    ExprValue::Long,
+                )),
+                _ => None,
+            },
             ExprValue::Null => None,
         }
     }
@@ -442,6 +459,16 @@ enum CastType {
 
 #[derive(Debug, Clone)]
 enum Func {
+    /// `json_value(expr, path)`: the scalar at `path`, else null.
+    JsonValue(Vec<PathStep>),
+    /// `json_query(expr, path)`: the JSON at `path`.
+    JsonQuery(Vec<PathStep>),
+    /// `json_object(k1, v1, ...)`.
+    JsonObject,
+    /// `parse_json(str)` (`try_parse_json` gives null for text that is not JSON).
+    ParseJson,
+    /// `to_json_string(expr)`.
+    ToJsonString,
     Concat,
     Upper,
     Lower,
@@ -1023,7 +1050,37 @@ fn build_call(src: &str, raw_name: &str, args: Vec<Node>, pos: usize) -> Result<
         }
     };
 
+    let path_arg = |i: usize| -> Result<Vec<PathStep>, ExprError> {
+        let p = literal_arg(i, "the path")?.unwrap_or_default();
+        parse_json_path(&p).ok_or_else(|| {
+            err(
+                src,
+                &format!("function [{name}] has an unsupported JSONPath [{p}]"),
+                pos,
+            )
+        })
+    };
     let func = match name.as_str() {
+        "json_value" => {
+            check(n == 2 || n == 3, "2 or 3 arguments")?;
+            Func::JsonValue(path_arg(1)?)
+        }
+        "json_query" => {
+            check(n == 2, "2 arguments")?;
+            Func::JsonQuery(path_arg(1)?)
+        }
+        "json_object" => {
+            check(n.is_multiple_of(2), "an even number of arguments")?;
+            Func::JsonObject
+        }
+        "parse_json" | "try_parse_json" => {
+            check(n == 1, "1 argument")?;
+            Func::ParseJson
+        }
+        "to_json_string" => {
+            check(n == 1, "1 argument")?;
+            Func::ToJsonString
+        }
         "concat" => Func::Concat,
         "upper" => {
             check(n == 1, "1 argument")?;
@@ -1424,6 +1481,73 @@ fn binary(op: BinOp, l: ExprValue, r: ExprValue) -> ExprValue {
     }
 }
 
+/// One step of a JSONPath: an object field or an array index.
+#[derive(Debug, Clone, PartialEq)]
+enum PathStep {
+    Field(String),
+    Index(usize),
+}
+
+/// Parses the JSONPath subset Druid's JSON functions take (`docs/querying/sql-json-functions.md`):
+/// `$`, `.field`, `["field"]` / `['field']`, `[n]`; a trailing `.` is ignored (`'$.'`).
+fn parse_json_path(p: &str) -> Option<Vec<PathStep>> {
+    let rest = p.trim().strip_prefix('$')?;
+    let mut steps = Vec::new();
+    let b = rest.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'.' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < b.len() && b[j] != b'.' && b[j] != b'[' {
+                    j += 1;
+                }
+                if j > start {
+                    steps.push(PathStep::Field(rest[start..j].to_string()));
+                }
+                i = j;
+            }
+            b'[' => {
+                let end = i + rest[i..].find(']')?;
+                let inner = rest[i + 1..end].trim();
+                if let Some(q) = inner
+                    .strip_prefix('"')
+                    .and_then(|x| x.strip_suffix('"'))
+                    .or_else(|| inner.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
+                {
+                    steps.push(PathStep::Field(q.to_string()));
+                } else {
+                    steps.push(PathStep::Index(inner.parse().ok()?));
+                }
+                i = end + 1;
+            }
+            _ => return None,
+        }
+    }
+    Some(steps)
+}
+
+/// The value at `path` in `v`.
+fn walk_path<'a>(v: &'a Value, path: &[PathStep]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, step| match (step, v) {
+        (PathStep::Field(f), Value::Object(m)) => m.get(f),
+        (PathStep::Index(i), Value::Array(a)) => a.get(*i),
+        _ => None,
+    })
+}
+
+/// Argument `i` as JSON: a JSON value itself, a string parsed as JSON (an input object or
+/// array reaches expressions as its JSON text), numbers as numbers.
+fn json_arg<B: Bindings + ?Sized>(args: &[Node], i: usize, b: &B) -> Option<Value> {
+    match eval(args.get(i)?, b) {
+        ExprValue::Json(v) => Some(v),
+        ExprValue::String(s) => serde_json::from_str(&s).ok(),
+        ExprValue::Null => None,
+        other => Some(other.to_json()),
+    }
+}
+
 fn str_arg<B: Bindings + ?Sized>(args: &[Node], i: usize, b: &B) -> Option<String> {
     let v = eval(args.get(i)?, b);
     match v {
@@ -1449,6 +1573,50 @@ fn call<B: Bindings + ?Sized>(func: &Func, args: &[Node], b: &B) -> ExprValue {
     use ExprValue as V;
     let str_result = |s: Option<String>| s.map_or(V::Null, V::String);
     match func {
+        Func::JsonValue(path) => match json_arg(args, 0, b)
+            .as_ref()
+            .and_then(|v| walk_path(v, path))
+        {
+            Some(Value::String(s)) => V::String(s.clone()),
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .map_or_else(|| n.as_f64().map_or(V::Null, V::Double), V::Long),
+            Some(Value::Bool(v)) => V::Long(i64::from(*v)),
+            _ => V::Null,
+        },
+        Func::JsonQuery(path) => match json_arg(args, 0, b)
+            .as_ref()
+            .and_then(|v| walk_path(v, path))
+        {
+            None | Some(Value::Null) => V::Null,
+            Some(v) => V::Json(v.clone()),
+        },
+        Func::JsonObject => {
+            let mut m = serde_json::Map::new();
+            for pair in args.chunks(2) {
+                let Some(k) = eval(&pair[0], b).as_str().map(Cow::into_owned) else {
+                    return V::Null;
+                };
+                let v = match eval(&pair[1], b) {
+                    V::String(s) => serde_json::from_str::<Value>(&s)
+                        .ok()
+                        .filter(|v| v.is_object() || v.is_array())
+                        .unwrap_or(Value::String(s)),
+                    other => other.to_json(),
+                };
+                m.insert(k, v);
+            }
+            V::Json(Value::Object(m))
+        }
+        Func::ParseJson => match eval(&args[0], b) {
+            V::String(s) => serde_json::from_str(&s).map_or(V::Null, V::Json),
+            V::Null => V::Null,
+            other => V::Json(other.to_json()),
+        },
+        Func::ToJsonString => match eval(&args[0], b) {
+            V::Null => V::Null,
+            other => V::String(other.to_json().to_string()),
+        },
         Func::Concat => {
             let mut out = String::new();
             for a in args {
@@ -1821,6 +1989,7 @@ fn call<B: Bindings + ?Sized>(func: &Func, args: &[Node], b: &B) -> ExprValue {
                     };
                     parsed.map_or(V::Null, V::Long)
                 }
+                V::Json(j) => j.as_i64().map_or(V::Null, V::Long),
             }
         }
         Func::TimestampFloor | Func::TimestampCeil => {
@@ -2376,6 +2545,50 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&ts[0]).unwrap(),
             json!({"type": "expression", "name": "animal", "expression": "concat('super-', animal)"})
+        );
+    }
+
+    /// The JSON functions of transforms: paths, scalars from `json_value`, JSON from
+    /// `json_query`, `json_object` and `parse_json`.
+    #[test]
+    fn json_functions() {
+        use serde_json::json;
+        assert_eq!(
+            parse_json_path("$.a[1]['b c'].d"),
+            Some(vec![
+                PathStep::Field("a".into()),
+                PathStep::Index(1),
+                PathStep::Field("b c".into()),
+                PathStep::Field("d".into()),
+            ])
+        );
+        assert_eq!(parse_json_path("$."), Some(vec![]));
+        assert_eq!(parse_json_path("a.b"), None);
+        let row: InputRow = serde_json::from_value(json!({
+            "o": {"a": {"b": 2.5, "s": "x"}, "l": [1, 2]},
+            "p": "q"
+        }))
+        .unwrap();
+        let ev = |src: &str| {
+            Expr::parse(src)
+                .unwrap()
+                .eval(&RowBindings::new(&row, None))
+        };
+        assert_eq!(ev("json_value(o, '$.a.b')"), ExprValue::Double(2.5));
+        assert_eq!(ev("json_value(o, '$.a.s')"), ExprValue::String("x".into()));
+        assert_eq!(ev("json_value(o, '$.l')"), ExprValue::Null);
+        assert_eq!(ev("json_query(o, '$.l')"), ExprValue::Json(json!([1, 2])));
+        assert_eq!(
+            ev("json_object('k', p, 'o', json_query(o, '$.l'))").to_json(),
+            json!({"k": "q", "o": [1, 2]})
+        );
+        assert_eq!(
+            ev("parse_json('{\"x\":1}')"),
+            ExprValue::Json(json!({"x": 1}))
+        );
+        assert_eq!(
+            ev("to_json_string(json_query(o, '$.l'))"),
+            ExprValue::String("[1,2]".into())
         );
     }
 }

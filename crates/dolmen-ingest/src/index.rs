@@ -172,6 +172,17 @@ pub fn row_heap_bytes(dims: &[Val], kinds: &[MetricKind]) -> usize {
                                 + x.as_ref().map_or(0, |s| s.len())
                         })
                         .sum(),
+                    Val::Json(s) => s.len(),
+                    Val::Array(vs) => vs
+                        .iter()
+                        .map(|x| {
+                            std::mem::size_of::<Val>()
+                                + match x {
+                                    Val::Str(s) => s.len(),
+                                    _ => 0,
+                                }
+                        })
+                        .sum(),
                     _ => 0,
                 }
         })
@@ -601,19 +612,38 @@ fn spill_metric_type(k: MetricKind) -> DataType {
         | ColumnType::ThetaSketch
         | ColumnType::QuantilesDoublesSketch
         | ColumnType::HyperUnique => DataType::Binary,
+        // Metrics are never arrays or JSON.
+        ty @ (ColumnType::StringArray
+        | ColumnType::LongArray
+        | ColumnType::DoubleArray
+        | ColumnType::Json) => ty.arrow_type(),
     }
 }
+
+/// Field metadata key marking a spilled dimension column as an array dimension (a
+/// `List<Utf8>` spill column is otherwise a multi-value string).
+const SPILL_ARRAY_KEY: &str = "dolmen.array";
+
+/// Field metadata key marking a spilled dimension column as `COMPLEX<json>` (JSON text).
+const SPILL_JSON_KEY: &str = "dolmen.json";
 
 /// Spill schema: `t`, then `d0..dn` typed, then `m0..mk` (see [`spill_metric_type`]), then
 /// `t0..` (Int64), the times of the first/last metrics in metric order.
 fn spill_schema(dims: &[DimSlot], multi: &[bool], metrics: &[MetricKind]) -> SchemaRef {
     let mut fields = vec![Field::new("t", DataType::Int64, false)];
     for (i, d) in dims.iter().enumerate() {
-        fields.push(Field::new(
+        let f = Field::new(
             format!("d{i}"),
             dim_arrow_type(d, multi.get(i).copied().unwrap_or(false)),
             true,
-        ));
+        );
+        fields.push(if d.ty.is_array() {
+            f.with_metadata([(SPILL_ARRAY_KEY.to_string(), "true".to_string())].into())
+        } else if d.ty == ColumnType::Json {
+            f.with_metadata([(SPILL_JSON_KEY.to_string(), "true".to_string())].into())
+        } else {
+            f
+        });
     }
     for (i, m) in metrics.iter().enumerate() {
         fields.push(Field::new(format!("m{i}"), spill_metric_type(*m), true));
@@ -662,6 +692,59 @@ fn segment_file_schema(
         fields.push(Field::new(hidden_time_column(n), DataType::Int64, true));
     }
     Arc::new(Schema::new(fields))
+}
+
+/// The elements of an array dimension value: the array's, or a scalar read before the
+/// dimension's type widened to an array as a one-element array; `None` for null.
+fn array_elements(v: Option<&Val>) -> Option<Vec<&Val>> {
+    match v {
+        None | Some(Val::Null) => None,
+        Some(Val::Array(vs)) => Some(vs.iter().collect()),
+        Some(other) => Some(vec![other]),
+    }
+}
+
+/// A scalar dimension value as text (numbers as Druid prints them: `Long.toString`,
+/// `Double.toString`).
+fn scalar_text(v: &Val) -> Option<String> {
+    match v {
+        Val::Str(s) => Some(s.to_string()),
+        Val::Long(n) => Some(n.to_string()),
+        Val::Double(d) => Some(crate::expr::format_double(*d)),
+        Val::Float(f) => Some(crate::expr::format_double(f64::from(*f))),
+        _ => None,
+    }
+}
+
+/// A dimension value as JSON text (a `COMPLEX<json>` column; values read before the column
+/// widened to JSON are written as the JSON they were).
+fn json_text(v: &Val) -> Option<String> {
+    match v {
+        Val::Null => None,
+        Val::Json(t) => Some(t.to_string()),
+        Val::Str(s) => Some(serde_json::Value::String(s.to_string()).to_string()),
+        Val::Long(n) => Some(n.to_string()),
+        Val::Double(d) => Some(serde_json::json!(d).to_string()),
+        Val::Float(f) => Some(serde_json::json!(f64::from(*f)).to_string()),
+        Val::Multi(vs) => Some(serde_json::json!(vs).to_string()),
+        Val::Array(vs) => Some(format!(
+            "[{}]",
+            vs.iter()
+                .map(|x| json_text(x).unwrap_or_else(|| "null".to_string()))
+                .collect::<Vec<_>>()
+                .join(",")
+        )),
+    }
+}
+
+/// A numeric dimension value as a double.
+fn scalar_f64(v: &Val) -> Option<f64> {
+    match v {
+        Val::Long(n) => Some(*n as f64),
+        Val::Double(d) => Some(*d),
+        Val::Float(f) => Some(f64::from(*f)),
+        _ => None,
+    }
 }
 
 /// How rows map to batch columns.
@@ -725,7 +808,66 @@ fn rows_to_batch(
                 for r in rows {
                     match r.dims.get(i) {
                         Some(Val::Str(s)) => b.append_value(s),
+                        // A discovered dimension widened to STRING after numbers were read.
+                        Some(v @ (Val::Long(_) | Val::Double(_) | Val::Float(_))) => {
+                            b.append_option(scalar_text(v))
+                        }
                         _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColumnType::Json => {
+                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 16);
+                for r in rows {
+                    b.append_option(r.dims.get(i).and_then(json_text));
+                }
+                Arc::new(b.finish())
+            }
+            ColumnType::StringArray => {
+                let mut b = ListBuilder::with_capacity(StringBuilder::new(), rows.len());
+                for r in rows {
+                    match array_elements(r.dims.get(i)) {
+                        Some(vs) => {
+                            for v in vs {
+                                b.values().append_option(scalar_text(v));
+                            }
+                            b.append(true);
+                        }
+                        None => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColumnType::LongArray => {
+                let mut b = ListBuilder::with_capacity(Int64Builder::new(), rows.len());
+                for r in rows {
+                    match array_elements(r.dims.get(i)) {
+                        Some(vs) => {
+                            for v in vs {
+                                b.values().append_option(match v {
+                                    Val::Long(n) => Some(*n),
+                                    _ => None,
+                                });
+                            }
+                            b.append(true);
+                        }
+                        None => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColumnType::DoubleArray => {
+                let mut b = ListBuilder::with_capacity(Float64Builder::new(), rows.len());
+                for r in rows {
+                    match array_elements(r.dims.get(i)) {
+                        Some(vs) => {
+                            for v in vs {
+                                b.values().append_option(scalar_f64(v));
+                            }
+                            b.append(true);
+                        }
+                        None => b.append_null(),
                     }
                 }
                 Arc::new(b.finish())
@@ -753,10 +895,8 @@ fn rows_to_batch(
             ColumnType::Double => {
                 let mut b = Float64Builder::with_capacity(rows.len());
                 for r in rows {
-                    match get(r) {
-                        Val::Double(v) => b.append_value(v),
-                        _ => b.append_null(),
-                    }
+                    // A discovered dimension widened to DOUBLE after longs were read.
+                    b.append_option(scalar_f64(&get(r)));
                 }
                 Arc::new(b.finish())
             }
@@ -866,8 +1006,21 @@ fn batch_to_rows(
         .collect();
     for c in 1..=ndims {
         let col = b.column(c);
+        let schema = b.schema();
+        let meta = schema.field(c).metadata();
+        let array = meta.contains_key(SPILL_ARRAY_KEY);
+        let json = meta.contains_key(SPILL_JSON_KEY);
         for (i, row) in rows.iter_mut().enumerate() {
-            row.dims.push(val_at(col.as_ref(), i));
+            row.dims.push(if array {
+                array_val_at(col.as_ref(), i)
+            } else if json {
+                match val_at(col.as_ref(), i) {
+                    Val::Str(s) => Val::Json(s),
+                    other => other,
+                }
+            } else {
+                val_at(col.as_ref(), i)
+            });
         }
     }
     let mut time_col = 1 + ndims + metrics.len();
@@ -972,6 +1125,22 @@ fn val_at(col: &dyn Array, i: usize) -> Val {
     } else {
         Val::Null
     }
+}
+
+/// Row `i` of a spilled array dimension column (a list of strings, longs or doubles).
+fn array_val_at(col: &dyn Array, i: usize) -> Val {
+    if col.is_null(i) {
+        return Val::Null;
+    }
+    let Some(l) = col.as_list_opt::<i32>() else {
+        return Val::Null;
+    };
+    let items = l.value(i);
+    Val::Array(
+        (0..items.len())
+            .map(|j| val_at(items.as_ref(), j))
+            .collect(),
+    )
 }
 
 /// Receives merged rows in order and cuts them into segment files.

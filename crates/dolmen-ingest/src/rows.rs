@@ -47,6 +47,13 @@ pub enum Val {
     Float(f32),
     /// A double.
     Double(f64),
+    /// A row of an array dimension (`ARRAY<STRING|LONG|DOUBLE>`): the whole array is one value
+    /// (`[]` is not null). Elements are [`Val::Null`], [`Val::Str`], [`Val::Long`] or
+    /// [`Val::Double`]; a dimension whose type widened after a row was read may hold elements
+    /// of the narrower type, which segment writing converts.
+    Array(Box<[Val]>),
+    /// A row of a `COMPLEX<json>` dimension: the value's compact JSON text.
+    Json(Box<str>),
 }
 
 impl Val {
@@ -57,6 +64,8 @@ impl Val {
             Val::Float(_) => 2,
             Val::Double(_) => 3,
             Val::Str(_) | Val::Multi(_) => 4,
+            Val::Array(_) => 5,
+            Val::Json(_) => 6,
         }
     }
 }
@@ -97,6 +106,8 @@ impl Ord for Val {
             (Val::Long(a), Val::Long(b)) => a.cmp(b),
             (Val::Float(a), Val::Float(b)) => a.total_cmp(b),
             (Val::Double(a), Val::Double(b)) => a.total_cmp(b),
+            (Val::Array(a), Val::Array(b)) => a.iter().cmp(b.iter()),
+            (Val::Json(a), Val::Json(b)) => a.as_bytes().cmp(b.as_bytes()),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -117,6 +128,8 @@ impl Hash for Val {
             Val::Long(v) => v.hash(state),
             Val::Float(v) => v.to_bits().hash(state),
             Val::Double(v) => v.to_bits().hash(state),
+            Val::Array(v) => v.hash(state),
+            Val::Json(v) => v.hash(state),
         }
     }
 }
@@ -229,6 +242,23 @@ pub fn to_dim_val(
     handling: MultiValueHandling,
 ) -> Result<Val, ConversionError> {
     let Some(v) = v else { return Ok(Val::Null) };
+    if ty == ColumnType::Json {
+        return Ok(match v {
+            Value::Null => Val::Null,
+            other => Val::Json(other.to_string().into_boxed_str()),
+        });
+    }
+    if let Some(element) = ty.element() {
+        // Druid's auto column with an array type: a scalar is a one-element array; elements
+        // that do not convert are null (`ExprEval.castTo` of each element).
+        return Ok(match v {
+            Value::Null => Val::Null,
+            Value::Array(items) => {
+                Val::Array(items.iter().map(|x| array_element(x, element)).collect())
+            }
+            other => Val::Array(Box::new([array_element(other, element)])),
+        });
+    }
     if let Value::Array(items) = v {
         return match (ty, items.as_slice()) {
             (ColumnType::String, _) => Ok(multi_value(
@@ -261,12 +291,87 @@ pub fn to_dim_val(
     })
 }
 
+/// One element of an array dimension value as type `element` (String, Long or Double):
+/// null when it does not convert; nested arrays and objects as their JSON text in a string
+/// array, null in a numeric one.
+fn array_element(v: &Value, element: ColumnType) -> Val {
+    match (element, v) {
+        (_, Value::Null) => Val::Null,
+        (ColumnType::String, Value::String(s)) => Val::Str(s.as_str().into()),
+        (ColumnType::String, other) => Val::Str(other.to_string().into_boxed_str()),
+        (_, Value::Array(_) | Value::Object(_)) => Val::Null,
+        (ColumnType::Long, other) => match json_to_i64(other) {
+            Ok(Some(n)) => Val::Long(n),
+            _ => Val::Null,
+        },
+        (_, other) => match json_to_f64(other) {
+            Ok(Some(n)) => Val::Double(n),
+            _ => Val::Null,
+        },
+    }
+}
+
 /// Infers a discovered dimension's type from its first value (`useSchemaDiscovery`).
 pub fn infer_type(v: &Value) -> ColumnType {
+    infer_auto_type(v).unwrap_or(ColumnType::String)
+}
+
+/// The type Druid's auto column indexer (`AutoTypeColumnIndexer`, shared by dimension type
+/// `auto` and `useSchemaDiscovery`) gives a value: integers `LONG`, other numbers `DOUBLE`,
+/// strings (and booleans) `STRING`; a flat JSON array `ARRAY<LONG>` if all its non-null
+/// elements are integers, `ARRAY<DOUBLE>` if they are numbers, else `ARRAY<STRING>`. `None`
+/// for null, an empty array, an array of nulls (no type information yet), objects and nested
+/// arrays, `COMPLEX<json>` for objects and arrays holding objects or arrays.
+pub fn infer_auto_type(v: &Value) -> Option<ColumnType> {
     match v {
-        Value::Number(n) if n.is_i64() || n.is_u64() => ColumnType::Long,
-        Value::Number(_) => ColumnType::Double,
+        Value::Null => None,
+        Value::Object(_) => Some(ColumnType::Json),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(ColumnType::Long),
+        Value::Number(_) => Some(ColumnType::Double),
+        Value::Array(items) => {
+            let mut element: Option<ColumnType> = None;
+            for x in items {
+                let t = match x {
+                    Value::Null => continue,
+                    Value::Array(_) | Value::Object(_) => return Some(ColumnType::Json),
+                    x => infer_auto_type(x)?,
+                };
+                element = Some(element.map_or(t, |e| widen(e, t)));
+            }
+            element.and_then(ColumnType::array_of)
+        }
+        _ => Some(ColumnType::String),
+    }
+}
+
+/// The least restrictive of two dimension types, as Druid's
+/// `ColumnType.leastRestrictiveType`: `LONG` < `DOUBLE` < `STRING` (a `FLOAT` counts as
+/// `DOUBLE`), and a scalar with an array (or two arrays) gives the array of the least
+/// restrictive element type; `COMPLEX<json>` with anything is `COMPLEX<json>`.
+pub fn widen(a: ColumnType, b: ColumnType) -> ColumnType {
+    if a == ColumnType::Json || b == ColumnType::Json {
+        return ColumnType::Json;
+    }
+    fn scalar_rank(t: ColumnType) -> u8 {
+        match t {
+            ColumnType::Long => 0,
+            ColumnType::Float | ColumnType::Double => 1,
+            _ => 2,
+        }
+    }
+    let scalar = |t: ColumnType| t.element().unwrap_or(t);
+    let (ea, eb) = (scalar(a), scalar(b));
+    let e = match scalar_rank(ea).max(scalar_rank(eb)) {
+        0 => ColumnType::Long,
+        1 => ColumnType::Double,
         _ => ColumnType::String,
+    };
+    if a.is_array() || b.is_array() {
+        ColumnType::array_of(e).unwrap_or(ColumnType::StringArray)
+    } else if a == b {
+        a
+    } else {
+        e
     }
 }
 
@@ -1118,6 +1223,58 @@ mod tests {
         assert_eq!(
             init_metric(MetricKind::of(&dflt), &dflt, row.get("v"), &row, 5).unwrap(),
             Acc::TimedStr(5, Some("3".into()))
+        );
+    }
+
+    /// The auto column's types: integers LONG, numbers DOUBLE, the rest STRING; arrays by
+    /// their non-null elements; nothing for nulls, empty arrays, objects and nested arrays.
+    #[test]
+    fn auto_types_follow_the_values() {
+        use serde_json::json;
+        let t = |v: Value| infer_auto_type(&v);
+        assert_eq!(t(json!(1)), Some(ColumnType::Long));
+        assert_eq!(t(json!(1.5)), Some(ColumnType::Double));
+        assert_eq!(t(json!("a")), Some(ColumnType::String));
+        assert_eq!(t(json!([1, null, 3])), Some(ColumnType::LongArray));
+        assert_eq!(t(json!([1, 2.5])), Some(ColumnType::DoubleArray));
+        assert_eq!(t(json!([1, "a"])), Some(ColumnType::StringArray));
+        assert_eq!(t(json!([])), None);
+        assert_eq!(t(json!([null])), None);
+        assert_eq!(t(json!(null)), None);
+        assert_eq!(t(json!({"a": 1})), Some(ColumnType::Json));
+        assert_eq!(t(json!([[1]])), Some(ColumnType::Json));
+        assert_eq!(widen(ColumnType::Json, ColumnType::Long), ColumnType::Json);
+        use ColumnType::*;
+        assert_eq!(widen(Long, Double), Double);
+        assert_eq!(widen(Double, String), String);
+        assert_eq!(widen(Long, LongArray), LongArray);
+        assert_eq!(widen(Double, LongArray), DoubleArray);
+        assert_eq!(widen(StringArray, Long), StringArray);
+        assert_eq!(widen(Long, Long), Long);
+    }
+
+    /// An array dimension keeps the whole array (`[]` is not null); a scalar is a one-element
+    /// array; elements that do not convert are null.
+    #[test]
+    fn array_dimension_values() {
+        use serde_json::json;
+        let h = MultiValueHandling::default();
+        let v = |x: Value, ty| to_dim_val(Some(&x), ty, h).unwrap();
+        assert_eq!(
+            v(json!([3, null, "x", "4"]), ColumnType::LongArray),
+            Val::Array(vec![Val::Long(3), Val::Null, Val::Null, Val::Long(4)].into())
+        );
+        assert_eq!(
+            v(json!([]), ColumnType::StringArray),
+            Val::Array(vec![].into())
+        );
+        assert_eq!(v(json!(null), ColumnType::StringArray), Val::Null);
+        assert_eq!(
+            v(json!(2.5), ColumnType::DoubleArray),
+            Val::Array(vec![Val::Double(2.5)].into())
+        );
+        assert!(
+            v(json!([1, 2]), ColumnType::LongArray) < v(json!([1, 2, 0]), ColumnType::LongArray)
         );
     }
 }

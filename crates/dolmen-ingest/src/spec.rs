@@ -8,6 +8,7 @@
 //! not set").
 
 use dolmen_common::{Granularity, Interval};
+use dolmen_segment::ColumnType;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -142,9 +143,14 @@ impl<'de> Deserialize<'de> for DimensionSchema {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TypedDimension {
-    /// `string` (default), `long`, `float`, `double`.
+    /// `string` (default), `long`, `float`, `double`, or `auto` (Druid's auto column: the
+    /// type follows the data, or `castToType`; see [`TypedDimension::column_type`]).
     #[serde(rename = "type", default = "default_dim_type")]
     pub dim_type: String,
+    /// For an `auto` dimension: the type its values are cast to (`STRING`, `LONG`, `DOUBLE`,
+    /// `ARRAY<STRING>`, `ARRAY<LONG>`, `ARRAY<DOUBLE>`, case-insensitive; `FLOAT` as `DOUBLE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cast_to_type: Option<String>,
     /// Column name.
     pub name: String,
     /// `SORTED_ARRAY` (default), `SORTED_SET`, `ARRAY` (multi-value strings).
@@ -157,6 +163,36 @@ pub struct TypedDimension {
 
 fn default_dim_type() -> String {
     "string".to_string()
+}
+
+/// The column type named by an `auto` dimension's `castToType` (Druid's `ColumnType` names),
+/// `None` for a name it does not know.
+pub fn cast_to_column_type(name: &str) -> Option<ColumnType> {
+    match name.trim().to_ascii_uppercase().as_str() {
+        "STRING" => Some(ColumnType::String),
+        "LONG" => Some(ColumnType::Long),
+        "FLOAT" | "DOUBLE" => Some(ColumnType::Double),
+        "ARRAY<STRING>" => Some(ColumnType::StringArray),
+        "ARRAY<LONG>" => Some(ColumnType::LongArray),
+        "ARRAY<FLOAT>" | "ARRAY<DOUBLE>" => Some(ColumnType::DoubleArray),
+        "COMPLEX<JSON>" | "JSON" => Some(ColumnType::Json),
+        _ => None,
+    }
+}
+
+impl TypedDimension {
+    /// The stored type when fixed by the spec: `long`, `float`, `double`, `string`, or `auto`
+    /// with `castToType`. `None` for `auto` without it (the type follows the data).
+    pub fn column_type(&self) -> Option<ColumnType> {
+        match self.dim_type.as_str() {
+            "long" => Some(ColumnType::Long),
+            "float" => Some(ColumnType::Float),
+            "double" => Some(ColumnType::Double),
+            "json" => Some(ColumnType::Json),
+            "auto" => self.cast_to_type.as_deref().and_then(cast_to_column_type),
+            _ => Some(ColumnType::String),
+        }
+    }
 }
 
 /// How a string dimension stores a row with several values (`multiValueHandling`, Druid's
@@ -1123,13 +1159,28 @@ impl IndexTaskSpec {
                     "spec.dataSchema.dimensionsSpec.dimensions: [{n}] is a reserved column name"
                 )));
             }
-            if let DimensionSchema::Typed(t) = d
-                && !matches!(t.dim_type.as_str(), "string" | "long" | "float" | "double")
-            {
-                return Err(IngestError::InvalidSpec(format!(
-                    "spec.dataSchema.dimensionsSpec.dimensions: dimension [{n}] has unsupported type [{}]; expected string, long, float or double",
-                    t.dim_type
-                )));
+            if let DimensionSchema::Typed(t) = d {
+                if !matches!(
+                    t.dim_type.as_str(),
+                    "string" | "long" | "float" | "double" | "auto" | "json"
+                ) {
+                    return Err(IngestError::InvalidSpec(format!(
+                        "spec.dataSchema.dimensionsSpec.dimensions: dimension [{n}] has unsupported type [{}]; expected string, long, float, double, auto or json",
+                        t.dim_type
+                    )));
+                }
+                if let Some(c) = &t.cast_to_type {
+                    if t.dim_type != "auto" {
+                        return Err(IngestError::InvalidSpec(format!(
+                            "spec.dataSchema.dimensionsSpec.dimensions: dimension [{n}] sets castToType, which only an [auto] dimension takes"
+                        )));
+                    }
+                    if cast_to_column_type(c).is_none() {
+                        return Err(IngestError::InvalidSpec(format!(
+                            "spec.dataSchema.dimensionsSpec.dimensions: dimension [{n}] has unsupported castToType [{c}]; expected STRING, LONG, DOUBLE, ARRAY<STRING>, ARRAY<LONG> or ARRAY<DOUBLE>"
+                        )));
+                    }
+                }
             }
         }
         if !ds.dimensions_spec.spatial_dimensions.is_empty() {

@@ -25,7 +25,7 @@ use crate::expr::{Expr, ExprValue, RowBindings, compile_transforms};
 use crate::index::{BuiltSegment, DimSlot, Indexer, IndexerConfig};
 use crate::input::InputRow;
 use crate::partition::PartitionedSegment;
-use crate::rows::{MetricKind, Row, infer_type, init_metric, to_dim_val};
+use crate::rows::{MetricKind, Row, init_metric, to_dim_val};
 use crate::spec::{DimensionSchema, IndexTaskSpec, MultiValueHandling};
 use crate::timestamp::TimestampParser;
 
@@ -407,6 +407,19 @@ struct Dimensions {
     discover: bool,
     typed_discovery: bool,
     excluded: HashSet<String>,
+    /// Per slot: how its type is chosen.
+    typing: Vec<Typing>,
+}
+
+/// How a dimension's type is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Typing {
+    /// By the spec (`string`, `long`, `float`, `double`, `auto` with `castToType`, or a name).
+    Fixed,
+    /// By the data, as Druid's auto column indexer: an `auto` dimension without `castToType`
+    /// or one found by `useSchemaDiscovery`. The first value with a type sets it (`seen`);
+    /// later values widen it ([`crate::rows::widen`]).
+    Auto { seen: bool },
 }
 
 impl Dimensions {
@@ -414,19 +427,19 @@ impl Dimensions {
         let ds = &spec.spec.data_schema;
         let dspec = &ds.dimensions_spec;
         let mut slots = Vec::new();
+        let mut typing = Vec::new();
         for d in &dspec.dimensions {
             let ty = match d {
-                DimensionSchema::Name(_) => ColumnType::String,
-                DimensionSchema::Typed(t) => match t.dim_type.as_str() {
-                    "long" => ColumnType::Long,
-                    "float" => ColumnType::Float,
-                    "double" => ColumnType::Double,
-                    _ => ColumnType::String,
-                },
+                DimensionSchema::Name(_) => Some(ColumnType::String),
+                DimensionSchema::Typed(t) => t.column_type(),
             };
+            typing.push(match ty {
+                Some(_) => Typing::Fixed,
+                None => Typing::Auto { seen: false },
+            });
             slots.push(DimSlot {
                 name: d.name().to_string(),
-                ty,
+                ty: ty.unwrap_or(ColumnType::String),
             });
         }
         let handling = dspec
@@ -447,6 +460,25 @@ impl Dimensions {
             handling,
             index,
             excluded,
+            typing,
+        }
+    }
+
+    /// Sets or widens the types that follow the data ([`Typing::Auto`]) with `row`'s values.
+    fn observe(&mut self, row: &InputRow) {
+        for (slot, typing) in self.slots.iter_mut().zip(self.typing.iter_mut()) {
+            let Typing::Auto { seen } = typing else {
+                continue;
+            };
+            let Some(t) = row.get(&slot.name).and_then(crate::rows::infer_auto_type) else {
+                continue;
+            };
+            slot.ty = if *seen {
+                crate::rows::widen(slot.ty, t)
+            } else {
+                t
+            };
+            *seen = true;
         }
     }
 
@@ -457,18 +489,23 @@ impl Dimensions {
         for (k, v) in row {
             // Nulls, objects and nested lists are not discovered (Druid's rules); a column first
             // seen as null is discovered with its first non-null value.
-            if !crate::input::is_discoverable(v, false) {
+            // Typed discovery also finds objects and nested arrays (`COMPLEX<json>`).
+            if !(crate::input::is_discoverable(v, false) || self.typed_discovery && !v.is_null()) {
                 continue;
             }
             if !self.index.contains_key(k)
                 && !self.excluded.contains(k)
                 && !crate::index::is_hidden_column(k)
             {
-                let ty = if self.typed_discovery {
-                    infer_type(v)
+                let (ty, typing) = if self.typed_discovery {
+                    match crate::rows::infer_auto_type(v) {
+                        Some(t) => (t, Typing::Auto { seen: true }),
+                        None => (ColumnType::String, Typing::Auto { seen: false }),
+                    }
                 } else {
-                    ColumnType::String
+                    (ColumnType::String, Typing::Fixed)
                 };
+                self.typing.push(typing);
                 self.index.insert(k.clone(), self.slots.len());
                 self.slots.push(DimSlot {
                     name: k.clone(),
@@ -769,6 +806,7 @@ fn build_segments(
                     continue;
                 }
                 dims.discover(&row);
+                dims.observe(&row);
                 let mut conversion_errors: Vec<String> = Vec::new();
                 let dim_vals = dims
                     .slots

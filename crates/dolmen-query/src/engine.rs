@@ -412,8 +412,11 @@ impl QueryEngine {
         // thousand rows is a few MiB, and a query on one day should still use every core.
         config.options_mut().optimizer.repartition_file_min_size = 1 << 20;
         // Druid's multi-value semantics run before type coercion (crate::multivalue).
-        let mut analyzer_rules: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
-            vec![Arc::new(crate::multivalue::MultiValueRule)];
+        // A lateral `CROSS JOIN UNNEST(t.col)` is decorrelated first (crate::lateral_unnest).
+        let mut analyzer_rules: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> = vec![
+            Arc::new(crate::lateral_unnest::LateralUnnestRule),
+            Arc::new(crate::multivalue::MultiValueRule),
+        ];
         analyzer_rules.extend(datafusion::optimizer::Analyzer::new().rules);
         // After type coercion: the casts it adds turn TIMESTAMP values into Druid's text.
         analyzer_rules.push(Arc::new(crate::time_text::TimeTextRule::default()));

@@ -80,11 +80,11 @@ pub(crate) fn plan(
     if !matches!(source, InputSource::Local { .. }) || entities.is_empty() {
         return None;
     }
-    if schema
-        .fields()
-        .iter()
-        .any(|f| crate::functions::scalar::is_json_field(f))
-    {
+    if schema.fields().iter().any(|f| {
+        crate::functions::scalar::is_json_field(f)
+            || f.metadata()
+                .contains_key(dolmen_segment::MULTI_VALUE_METADATA_KEY)
+    }) {
         return None;
     }
     let mut files = Vec::with_capacity(entities.len());

@@ -221,6 +221,16 @@ fn parse_extend(
         while let Some(Token::Word(w)) = t(k) {
             ty.push(w.value.to_ascii_uppercase());
             k += 1;
+            // `COMPLEX<json>`
+            if w.value.eq_ignore_ascii_case("COMPLEX")
+                && let (Some(Token::Lt), Some(Token::Word(inner)), Some(Token::Gt)) =
+                    (t(k), t(k + 1), t(k + 2))
+                && inner.value.eq_ignore_ascii_case("json")
+            {
+                ty.pop();
+                ty.push("JSON".to_string());
+                k += 3;
+            }
         }
         // `DECIMAL(10, 2)`-style arguments are not Druid types; reject below by name.
         let (base, array) = match ty.as_slice() {
@@ -345,6 +355,61 @@ fn arrow_type(ty: &str) -> Option<(DataType, bool)> {
     scalar(&up).map(|t| (t, false))
 }
 
+/// Rows [`probe_multi_value`] reads.
+const PROBE_ROWS: usize = 10_000;
+
+/// The `string` columns among `names` that hold a JSON array (or a `listDelimiter` list) in
+/// one of the first [`PROBE_ROWS`] rows of an `inline` source or of the first file of a `local`
+/// source. Druid reads such a column as a multi-value string (its input row's dimension
+/// selector sees several values), so the table declares it as one; other sources are not read
+/// while planning, and their array values become the arrays' JSON text. An unreadable input is
+/// left for the scan to report.
+fn probe_multi_value(
+    source: &InputSource,
+    format: &InputFormat,
+    names: &[&str],
+) -> std::collections::HashSet<String> {
+    let mut found = std::collections::HashSet::new();
+    if names.is_empty() {
+        return found;
+    }
+    let entity = match source {
+        InputSource::Inline { data } => InputEntity::Inline(data.clone().into_bytes().into()),
+        InputSource::Local { .. } => match source.entities() {
+            Ok(mut e) if !e.is_empty() => e.swap_remove(0),
+            _ => return found,
+        },
+        _ => return found,
+    };
+    let Ok(rows) = open_rows(&entity, format) else {
+        return found;
+    };
+    for row in rows.take(PROBE_ROWS) {
+        let Ok(row) = row else { break };
+        for n in names {
+            if matches!(row.get(*n), Some(Value::Array(_))) {
+                found.insert((*n).to_string());
+            }
+        }
+        if found.len() == names.len() {
+            break;
+        }
+    }
+    found
+}
+
+/// A nullable multi-value string field (`List<Utf8>` marked with
+/// [`dolmen_segment::MULTI_VALUE_METADATA_KEY`]).
+fn multi_value_field(name: &str) -> Field {
+    Field::new(name, dolmen_segment::multi_value_string_type(), true).with_metadata(
+        [(
+            dolmen_segment::MULTI_VALUE_METADATA_KEY.to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    )
+}
+
 /// A table over external input (see the module docs).
 #[derive(Debug)]
 pub struct ExternTable {
@@ -413,6 +478,24 @@ impl ExternTable {
                 Field::new(name, dt, true)
             });
         }
+        let strings: Vec<&str> = fields
+            .iter()
+            .filter(|f| {
+                f.data_type() == &DataType::Utf8 && !crate::functions::scalar::is_json_field(f)
+            })
+            .map(|f| f.name().as_str())
+            .collect();
+        let multi = probe_multi_value(&source, &format, &strings);
+        let fields: Vec<Field> = fields
+            .into_iter()
+            .map(|f| {
+                if multi.contains(f.name()) {
+                    multi_value_field(f.name())
+                } else {
+                    f
+                }
+            })
+            .collect();
         Ok(ExternTable {
             source,
             format,
@@ -891,6 +974,27 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("unknown type [wat]"), "{e}");
+    }
+
+    /// A `string` column that holds JSON arrays is a multi-value string (Druid's input rows
+    /// give such a column several values), found by reading the inline data while planning;
+    /// other string columns stay `Utf8`.
+    #[test]
+    fn string_columns_fed_arrays_are_multi_value() {
+        let t = ExternTable::new(
+            r#"{"type":"inline","data":"{\"a\":\"x\",\"m\":\"p\"}\n{\"a\":\"y\",\"m\":[\"p\",\"q\"]}"}"#,
+            r#"{"type":"json"}"#,
+            r#"[{"name":"a","type":"string"},{"name":"m","type":"string"}]"#,
+        )
+        .unwrap();
+        let schema = t.schema();
+        assert_eq!(schema.field(0).data_type(), &DataType::Utf8);
+        let m = schema.field(1);
+        assert_eq!(m.data_type(), &dolmen_segment::multi_value_string_type());
+        assert!(
+            m.metadata()
+                .contains_key(dolmen_segment::MULTI_VALUE_METADATA_KEY)
+        );
     }
 
     async fn rows(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<String> {

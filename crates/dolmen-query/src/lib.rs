@@ -39,6 +39,7 @@ pub mod external;
 pub mod frames;
 pub mod functions;
 pub mod index;
+pub mod lateral_unnest;
 pub mod lookup_schema;
 pub mod multivalue;
 pub mod naming;

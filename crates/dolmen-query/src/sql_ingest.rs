@@ -109,7 +109,9 @@ pub async fn run(
     let metrics = aggregate_outputs(&plan);
     let clustered_by = resolve_clustered_by(plan.schema(), &dml.clustered_by)
         .map_err(|m| IngestError::InvalidSpec(format!("InvalidInput: {m}")))?;
-    let shape = IngestShape::of(plan.schema(), &metrics, &clustered_by)
+    let mode = ArrayIngestMode::from_context(&prepared.context)
+        .map_err(|m| IngestError::InvalidSpec(format!("InvalidInput: {m}")))?;
+    let shape = IngestShape::of(plan.schema(), &metrics, &clustered_by, mode)
         .map_err(|m| IngestError::InvalidSpec(format!("InvalidInput: {m}")))?;
     let input = shape.project(plan, &dml.partitioned_by).map_err(df_err)?;
     let physical = ctx
@@ -273,7 +275,10 @@ pub async fn validate(
     let metrics = aggregate_outputs(&plan);
     let clustered_by =
         resolve_clustered_by(plan.schema(), &dml.clustered_by).map_err(QueryError::InvalidInput)?;
-    IngestShape::of(plan.schema(), &metrics, &clustered_by).map_err(QueryError::InvalidInput)?;
+    let mode =
+        ArrayIngestMode::from_context(&prepared.context).map_err(QueryError::InvalidInput)?;
+    IngestShape::of(plan.schema(), &metrics, &clustered_by, mode)
+        .map_err(QueryError::InvalidInput)?;
     Ok(crate::engine::data_sources_read(&plan))
 }
 
@@ -366,6 +371,7 @@ impl IngestShape {
         schema: &DFSchemaRef,
         metrics: &[String],
         clustered_by: &[String],
+        mode: ArrayIngestMode,
     ) -> Result<Self, String> {
         let mut time = None;
         let mut columns = Vec::new();
@@ -385,7 +391,7 @@ impl IngestShape {
                     f.name()
                 ));
             }
-            let (ty, multi) = segment_type(f)?;
+            let (ty, multi) = segment_type(f, mode)?;
             seg.push(SegmentColumn {
                 name: f.name().clone(),
                 ty,
@@ -465,8 +471,61 @@ impl IngestShape {
     }
 }
 
-/// The segment column type of an output field: `(type, multi_value)`.
-fn segment_type(f: &Field) -> Result<(ColumnType, bool), String> {
+/// How SQL ingestion stores SQL `ARRAY` columns: the `arrayIngestMode` query context parameter
+/// (Druid's `MultiStageQueryContext.CTX_ARRAY_INGEST_MODE`, `docs/querying/arrays.md`).
+///
+/// | SQL type | `array` (default) | `mvd` | `none` |
+/// |---|---|---|---|
+/// | `VARCHAR ARRAY` | `ARRAY<STRING>` | multi-value `STRING` | error |
+/// | `BIGINT ARRAY` | `ARRAY<LONG>` | error | error |
+/// | `DOUBLE ARRAY` | `ARRAY<DOUBLE>` | error | error |
+///
+/// A column marked multi-value (`ARRAY_TO_MV`, `MV_*` results, multi-value inputs) is stored as
+/// a multi-value `STRING` in every mode. Druid's default became `array` in Druid 31.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArrayIngestMode {
+    /// SQL arrays become array columns.
+    #[default]
+    Array,
+    /// `VARCHAR ARRAY` becomes a multi-value string; numeric arrays are rejected.
+    Mvd,
+    /// Every SQL array is rejected.
+    None,
+}
+
+impl ArrayIngestMode {
+    /// Reads `arrayIngestMode` from a query context (absent or null: [`ArrayIngestMode::Array`]).
+    ///
+    /// # Errors
+    /// A message naming `context.arrayIngestMode` for a value other than `array`, `mvd`, `none`.
+    pub fn from_context(
+        context: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<ArrayIngestMode, String> {
+        match context.get("arrayIngestMode") {
+            None | Some(serde_json::Value::Null) => Ok(ArrayIngestMode::Array),
+            Some(v) => match v.as_str().map(str::to_ascii_lowercase).as_deref() {
+                Some("array") => Ok(ArrayIngestMode::Array),
+                Some("mvd") => Ok(ArrayIngestMode::Mvd),
+                Some("none") => Ok(ArrayIngestMode::None),
+                _ => Err(format!(
+                    "context.arrayIngestMode: [{v}] is not one of [array, mvd, none]"
+                )),
+            },
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ArrayIngestMode::Array => "array",
+            ArrayIngestMode::Mvd => "mvd",
+            ArrayIngestMode::None => "none",
+        }
+    }
+}
+
+/// The segment column type of an output field: `(type, multi_value)`; SQL arrays follow `mode`
+/// ([`ArrayIngestMode`]).
+fn segment_type(f: &Field, mode: ArrayIngestMode) -> Result<(ColumnType, bool), String> {
     if let Some(native) = f.metadata().get(dolmen_segment::DRUID_TYPE_METADATA_KEY) {
         let ty = match native.as_str() {
             "COMPLEX<HLLSketch>" => Some(ColumnType::HllSketch),
@@ -479,12 +538,28 @@ fn segment_type(f: &Field) -> Result<(ColumnType, bool), String> {
             return Ok((t, false));
         }
     }
+    if crate::functions::scalar::is_json_field(f) {
+        return Ok((ColumnType::Json, false));
+    }
     let unsupported = || {
         format!(
-            "Cannot store column [{}] of type [{}] in a segment; cast it to VARCHAR, BIGINT, DOUBLE or FLOAT",
+            "Cannot store column [{}] of type [{}] in a segment; cast it to VARCHAR, BIGINT, DOUBLE, FLOAT or an ARRAY of them",
             f.name(),
             crate::writer::druid_types(f.data_type()).0
         )
+    };
+    let mode_error = |ty: &str| {
+        if mode == ArrayIngestMode::None {
+            format!(
+                "Cannot store column [{}] of type [{ty}]: arrays cannot be ingested when 'arrayIngestMode' is set to 'none'; set it to 'array' or 'mvd', or wrap the column in ARRAY_TO_MV",
+                f.name()
+            )
+        } else {
+            format!(
+                "Numeric arrays can only be ingested when 'arrayIngestMode' is set to 'array' in the MSQ query's context. Current value of the parameter [{}]",
+                mode.name()
+            )
+        }
     };
     Ok(match f.data_type() {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => {
@@ -506,13 +581,43 @@ fn segment_type(f: &Field) -> Result<(ColumnType, bool), String> {
         DataType::Float64 | DataType::Decimal128(..) | DataType::Decimal256(..) => {
             (ColumnType::Double, false)
         }
-        DataType::List(inner) | DataType::LargeList(inner)
-            if matches!(
-                inner.data_type(),
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-            ) =>
-        {
-            (ColumnType::String, true)
+        DataType::List(inner) | DataType::LargeList(inner) => {
+            let marked = f
+                .metadata()
+                .get(dolmen_segment::MULTI_VALUE_METADATA_KEY)
+                .is_some_and(|v| v == "true");
+            let element = match inner.data_type() {
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => {
+                    ColumnType::String
+                }
+                DataType::Boolean
+                | DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::UInt8
+                | DataType::UInt16
+                | DataType::UInt32
+                | DataType::UInt64 => ColumnType::Long,
+                DataType::Float16
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Decimal128(..)
+                | DataType::Decimal256(..) => ColumnType::Double,
+                _ => return Err(unsupported()),
+            };
+            match (element, marked, mode) {
+                (ColumnType::String, true, _)
+                | (ColumnType::String, false, ArrayIngestMode::Mvd) => (ColumnType::String, true),
+                (_, _, ArrayIngestMode::Array) => (
+                    ColumnType::array_of(element).ok_or_else(unsupported)?,
+                    false,
+                ),
+                (e, _, _) => {
+                    let ty = ColumnType::array_of(e).ok_or_else(unsupported)?;
+                    return Err(mode_error(ty.druid_name()));
+                }
+            }
         }
         _ => return Err(unsupported()),
     })

@@ -220,7 +220,14 @@ impl InformationSchema {
                 b.long(4, Some(i as i64 + 1));
                 b.text(5, Some(""));
                 b.text(6, Some(if f.is_nullable() { "YES" } else { "NO" }));
-                b.text(7, Some(sql));
+                // Druid's `InformationSchema`: a complex type's DATA_TYPE is its type string
+                // (`COMPLEX<json>`), not `OTHER`.
+                let data_type = if sql == "OTHER" && info.native_type.starts_with("COMPLEX<") {
+                    info.native_type.as_str()
+                } else {
+                    sql
+                };
+                b.text(7, Some(data_type));
                 // CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH: not reported.
                 b.long(8, None);
                 b.long(9, None);

@@ -54,6 +54,22 @@ pub enum ColumnType {
     /// Druid's `HyperLogLogCollector` (`COMPLEX<hyperUnique>`), serialized bytes.
     #[serde(rename = "COMPLEX<hyperUnique>")]
     HyperUnique,
+    /// An `ARRAY<STRING>` column (SQL `VARCHAR ARRAY`): a Parquet LIST of nullable UTF-8
+    /// strings. Unlike a multi-value STRING dimension, a row is one whole array value: `[]`,
+    /// `null` and `[null]` are three different values, and grouping keys on the whole array.
+    #[serde(rename = "ARRAY<STRING>")]
+    StringArray,
+    /// An `ARRAY<LONG>` column (SQL `BIGINT ARRAY`): a Parquet LIST of nullable 64-bit integers.
+    #[serde(rename = "ARRAY<LONG>")]
+    LongArray,
+    /// An `ARRAY<DOUBLE>` column (SQL `DOUBLE ARRAY`): a Parquet LIST of nullable 64-bit floats.
+    #[serde(rename = "ARRAY<DOUBLE>")]
+    DoubleArray,
+    /// A nested JSON column (`COMPLEX<json>`, Druid's `docs/querying/nested-columns.md`): each
+    /// row's JSON value as compact JSON text (UTF-8), the field marked with
+    /// [`COMPLEX_METADATA_KEY`] = `json` so that queries read it as JSON (ADR 0020).
+    #[serde(rename = "COMPLEX<json>")]
+    Json,
 }
 
 impl ColumnType {
@@ -68,11 +84,16 @@ impl ColumnType {
             | ColumnType::ThetaSketch
             | ColumnType::QuantilesDoublesSketch
             | ColumnType::HyperUnique => DataType::Binary,
+            ColumnType::StringArray => list_of(DataType::Utf8),
+            ColumnType::LongArray => list_of(DataType::Int64),
+            ColumnType::DoubleArray => list_of(DataType::Float64),
+            ColumnType::Json => DataType::Utf8,
         }
     }
 
     /// Druid's runtime type name (`STRING`, `LONG`, `FLOAT`, `DOUBLE`, `COMPLEX<HLLSketch>`,
-    /// `COMPLEX<thetaSketch>`, `COMPLEX<quantilesDoublesSketch>`, `COMPLEX<hyperUnique>`).
+    /// `COMPLEX<thetaSketch>`, `COMPLEX<quantilesDoublesSketch>`, `COMPLEX<hyperUnique>`,
+    /// `ARRAY<STRING>`, `ARRAY<LONG>`, `ARRAY<DOUBLE>`).
     pub fn druid_name(self) -> &'static str {
         match self {
             ColumnType::String => "STRING",
@@ -83,6 +104,39 @@ impl ColumnType {
             ColumnType::ThetaSketch => "COMPLEX<thetaSketch>",
             ColumnType::QuantilesDoublesSketch => "COMPLEX<quantilesDoublesSketch>",
             ColumnType::HyperUnique => "COMPLEX<hyperUnique>",
+            ColumnType::StringArray => "ARRAY<STRING>",
+            ColumnType::LongArray => "ARRAY<LONG>",
+            ColumnType::DoubleArray => "ARRAY<DOUBLE>",
+            ColumnType::Json => "COMPLEX<json>",
+        }
+    }
+
+    /// Whether this is one of the array types (`ARRAY<STRING|LONG|DOUBLE>`).
+    pub fn is_array(self) -> bool {
+        matches!(
+            self,
+            ColumnType::StringArray | ColumnType::LongArray | ColumnType::DoubleArray
+        )
+    }
+
+    /// The array type whose elements have type `element` (`String`, `Long`, `Double`; a
+    /// `Float` element widens to `Double`, as Druid stores float arrays as `ARRAY<DOUBLE>`).
+    pub fn array_of(element: ColumnType) -> Option<ColumnType> {
+        match element {
+            ColumnType::String => Some(ColumnType::StringArray),
+            ColumnType::Long => Some(ColumnType::LongArray),
+            ColumnType::Float | ColumnType::Double => Some(ColumnType::DoubleArray),
+            _ => None,
+        }
+    }
+
+    /// The element type of an array type (`None` for scalar and sketch types).
+    pub fn element(self) -> Option<ColumnType> {
+        match self {
+            ColumnType::StringArray => Some(ColumnType::String),
+            ColumnType::LongArray => Some(ColumnType::Long),
+            ColumnType::DoubleArray => Some(ColumnType::Double),
+            _ => None,
         }
     }
 
@@ -92,13 +146,21 @@ impl ColumnType {
     }
 
     /// Maps an Arrow type back to a column type, if it is one segments store (a list of strings,
-    /// the form of a multi-value dimension, maps to [`ColumnType::String`]).
+    /// the form of a multi-value dimension, maps to [`ColumnType::String`]; lists of integers
+    /// and floats map to [`ColumnType::LongArray`] and [`ColumnType::DoubleArray`]).
     pub fn from_arrow(dt: &DataType) -> Option<ColumnType> {
         match dt {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(ColumnType::String),
             DataType::List(f) if matches!(f.data_type(), DataType::Utf8) => {
                 Some(ColumnType::String)
             }
+            DataType::List(f) | DataType::LargeList(f) => match f.data_type() {
+                DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => {
+                    Some(ColumnType::LongArray)
+                }
+                DataType::Float32 | DataType::Float64 => Some(ColumnType::DoubleArray),
+                _ => None,
+            },
             DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => {
                 Some(ColumnType::Long)
             }
@@ -128,6 +190,16 @@ pub const MULTI_VALUE_METADATA_KEY: &str = "dolmen.multiValue";
 /// `COMPLEX<thetaSketch>`, `COMPLEX<quantilesDoublesSketch>` or `COMPLEX<hyperUnique>`, so
 /// result headers and `INFORMATION_SCHEMA` report the type Druid reports.
 pub const DRUID_TYPE_METADATA_KEY: &str = "dolmen.druidType";
+
+/// `List<element>` with nullable items named `item` (Arrow's default list field): the Arrow
+/// form of array columns (a Parquet LIST column on disk).
+pub fn list_of(element: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(element, true)))
+}
+
+/// Arrow field metadata key naming the complex type of a `Utf8` field holding JSON text
+/// (value `json`: a `COMPLEX<json>` column or expression result).
+pub const COMPLEX_METADATA_KEY: &str = "dolmen.complex";
 
 /// The Arrow type of a multi-value string dimension: `List<Utf8>` with nullable items named
 /// `item` (Arrow's default list field).
@@ -189,6 +261,12 @@ impl SegmentColumn {
         if self.is_multi_value() {
             f.with_metadata(
                 [(MULTI_VALUE_METADATA_KEY.to_string(), "true".to_string())]
+                    .into_iter()
+                    .collect(),
+            )
+        } else if self.ty == ColumnType::Json {
+            f.with_metadata(
+                [(COMPLEX_METADATA_KEY.to_string(), "json".to_string())]
                     .into_iter()
                     .collect(),
             )

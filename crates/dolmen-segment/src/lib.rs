@@ -8,6 +8,9 @@
 //! UTF-8, `long` is Int64, `float` Float32, `double` Float64. A multi-value string dimension
 //! (Druid's `docs/querying/multi-value-dimensions.md`) is `List<Utf8>` and is flagged in the
 //! payload's column list ([`SegmentColumn::multi_value`], serialized as `hasMultipleValues`).
+//! Array columns (Druid's `docs/querying/arrays.md`: `ARRAY<STRING>`, `ARRAY<LONG>`,
+//! `ARRAY<DOUBLE>`) are Parquet LIST columns (`List<Utf8>`, `List<Int64>`, `List<Float64>`)
+//! without that flag; their payload type is the Druid name (`"type": "ARRAY<LONG>"`).
 //! Files may hold hidden columns after the listed ones (the indexer keeps the timestamp of
 //! `*First`/`*Last` metric values there); readers go by the listed columns.
 
@@ -16,8 +19,8 @@ pub mod id;
 pub mod timeline;
 
 pub use file::{
-    ColumnKind, ColumnType, DICTIONARY_PAGE_BYTES, DRUID_TYPE_METADATA_KEY,
-    MULTI_VALUE_METADATA_KEY, PAGE_ROWS, SegmentColumn, SegmentFileWriter, SegmentSchema,
+    COMPLEX_METADATA_KEY, ColumnKind, ColumnType, DICTIONARY_PAGE_BYTES, DRUID_TYPE_METADATA_KEY,
+    MULTI_VALUE_METADATA_KEY, PAGE_ROWS, SegmentColumn, SegmentFileWriter, SegmentSchema, list_of,
     multi_value_string_type,
 };
 pub use id::{DataSegment, LoadSpec, SegmentId, ShardSpec};

@@ -391,6 +391,16 @@ async fn supervise(
     }
 }
 
+/// Druid's `sqlStringifyArrays` context parameter (`QueryContexts.getAsBoolean`: a boolean or
+/// its text; default true): whether result writers print arrays as JSON text strings.
+fn stringify_arrays(context: &serde_json::Map<String, serde_json::Value>) -> bool {
+    match context.get("sqlStringifyArrays") {
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(serde_json::Value::String(s)) => !s.trim().eq_ignore_ascii_case("false"),
+        _ => true,
+    }
+}
+
 /// Plans and runs a query, sending encoded chunks of about [`SEND_BYTES`]: the first carries
 /// the opening bytes and the first batches (computed before the HTTP status is sent), the
 /// last (marked so) the closing bytes. Stops as soon as the receiver is gone.
@@ -420,7 +430,8 @@ async fn run_query(
         q.types_header,
         q.sql_types_header,
         result.time_zone,
-    );
+    )
+    .with_stringify_arrays(stringify_arrays(&prepared.context));
     let mut out = Vec::with_capacity(4096);
     writer.start(&mut out);
     loop {

@@ -178,8 +178,16 @@ impl SegmentSlice {
             flatten_spec: None,
         }
         .reader(&InputEntity::File(tmp.path().to_path_buf()))?;
+        let json_columns = self
+            .segment
+            .columns
+            .iter()
+            .filter(|c| c.ty == dolmen_segment::ColumnType::Json)
+            .map(|c| c.name.clone())
+            .collect();
         Ok(Box::new(SegmentRows {
             reader,
+            json_columns,
             visible: self.visible.clone(),
             filter: self.filter.clone(),
             _file: tmp,
@@ -191,6 +199,8 @@ impl SegmentSlice {
 /// Filters a segment file's rows by time and `filter`; keeps the fetched file until dropped.
 struct SegmentRows {
     reader: RowReader,
+    /// `COMPLEX<json>` columns: stored as JSON text, read back as the JSON values.
+    json_columns: Vec<String>,
     visible: Vec<Interval>,
     filter: Option<Arc<CompiledFilter>>,
     _file: tempfile::NamedTempFile,
@@ -218,10 +228,18 @@ impl Iterator for SegmentRows {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let row = match self.reader.next()? {
+            let mut row = match self.reader.next()? {
                 Ok(r) => r,
                 Err(e) => return Some(Err(e)),
             };
+            for c in &self.json_columns {
+                if let Some(v) = row.get_mut(c)
+                    && let serde_json::Value::String(text) = v
+                    && let Ok(parsed) = serde_json::from_str(text)
+                {
+                    *v = parsed;
+                }
+            }
             match self.keep(&row) {
                 Ok(true) => return Some(Ok(row)),
                 Ok(false) => continue,

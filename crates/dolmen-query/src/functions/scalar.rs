@@ -87,7 +87,7 @@ use regex::Regex;
 use serde_json::Value;
 
 /// Field metadata key marking a Druid complex type carried in a plain Arrow type.
-pub const COMPLEX_METADATA_KEY: &str = "dolmen.complex";
+pub const COMPLEX_METADATA_KEY: &str = dolmen_segment::COMPLEX_METADATA_KEY;
 
 /// The [`COMPLEX_METADATA_KEY`] value of `COMPLEX<json>` fields (`Utf8` holding JSON text).
 pub const JSON_COMPLEX_TYPE: &str = "json";

@@ -1,6 +1,7 @@
 //! Integration tests: they start the real `dolmen` binary on a free port with a fresh data
 //! directory and talk HTTP to it. One test binary (modules below) keeps link time down.
 
+mod arrays;
 mod clients;
 mod common;
 mod coordinator;
@@ -10,6 +11,7 @@ mod ingest_query;
 mod lifecycle;
 mod lookups;
 mod metrics;
+mod nested;
 mod sql_api;
 mod sql_formats;
 mod sql_functions;

@@ -171,15 +171,17 @@ fn ingested_sketch_columns_merge_with_query_time_sketches() {
         ])
     );
     assert_eq!(body[2], json!(["OTHER", "OTHER", "OTHER"]));
+    // INFORMATION_SCHEMA gives a complex column's type string (Druid's `InformationSchema`:
+    // `ComplexSqlType.asTypeString()`), the result headers `OTHER`.
     assert_eq!(
         server.sql(
             "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS \
              WHERE TABLE_NAME = 'sk' AND COLUMN_NAME IN ('n_hll', 'n_q', 'n_theta') ORDER BY 1"
         ),
         vec![
-            json!({"COLUMN_NAME": "n_hll", "DATA_TYPE": "OTHER"}),
-            json!({"COLUMN_NAME": "n_q", "DATA_TYPE": "OTHER"}),
-            json!({"COLUMN_NAME": "n_theta", "DATA_TYPE": "OTHER"}),
+            json!({"COLUMN_NAME": "n_hll", "DATA_TYPE": "COMPLEX<HLLSketch>"}),
+            json!({"COLUMN_NAME": "n_q", "DATA_TYPE": "COMPLEX<quantilesDoublesSketch>"}),
+            json!({"COLUMN_NAME": "n_theta", "DATA_TYPE": "COMPLEX<thetaSketch>"}),
         ]
     );
 }

@@ -1,0 +1,260 @@
+//! `UNNEST` of a column of the table beside it: Druid's `FROM t CROSS JOIN UNNEST(t.arr) AS
+//! u(x)` (also `FROM t, UNNEST(...)`, `JOIN UNNEST(...) ON TRUE`), planned without a
+//! correlated subquery.
+//!
+//! DataFusion's SQL planner plans the `UNNEST` table factor over an empty one-row relation and
+//! its argument's references to `t` as outer references, inside a `Subquery` on the right of a
+//! join. No optimizer rule of DataFusion 55 decorrelates that shape, and the physical planner
+//! rejects outer references ("Physical plan does not support logical expression
+//! OuterReferenceColumn"). This analyzer rule rewrites
+//!
+//! ```text
+//! Join(left = L, right = [SubqueryAlias u](Subquery(S)))     -- S: Projection/Unnest nodes over
+//!                                                               EmptyRelation(one row), with
+//!                                                               outer references to L
+//! ```
+//! into
+//! ```text
+//! Projection(L's columns, S's output columns qualified as u)
+//!   S with its leaf replaced by L, every Projection also passing L's columns through, and
+//!   every outer reference a plain column reference
+//! ```
+//! which is Druid's semantics of the lateral unnest (`docs/querying/sql.md#unnest`): each row
+//! of `t` is repeated once per element of its array, with the element in `x`; rows whose array
+//! is null or empty produce no rows (the unnest options of the table factor are kept). A join
+//! condition (`ON ...`) becomes a filter above, for an inner join only; other join types keep
+//! DataFusion's plan (and error).
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{Column, DFSchemaRef, Result};
+use datafusion::config::ConfigOptions;
+use datafusion::logical_expr::{
+    Expr, JoinType, LogicalPlan, LogicalPlanBuilder, Projection, Subquery, SubqueryAlias, Unnest,
+};
+use datafusion::optimizer::AnalyzerRule;
+
+/// The analyzer rule of the module docs; the engine registers it first.
+#[derive(Debug, Default)]
+pub struct LateralUnnestRule;
+
+impl AnalyzerRule for LateralUnnestRule {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.transform_up_with_subqueries(rewrite_join).data()
+    }
+
+    fn name(&self) -> &str {
+        "druid_lateral_unnest"
+    }
+}
+
+fn rewrite_join(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+    let LogicalPlan::Join(join) = &node else {
+        return Ok(Transformed::no(node));
+    };
+    if join.join_type != JoinType::Inner || !join.on.is_empty() {
+        return Ok(Transformed::no(node));
+    }
+    let (alias, sub) = match join.right.as_ref() {
+        LogicalPlan::SubqueryAlias(SubqueryAlias { input, alias, .. }) => match input.as_ref() {
+            LogicalPlan::Subquery(s) => (Some((alias.clone(), input.schema())), s),
+            _ => return Ok(Transformed::no(node)),
+        },
+        LogicalPlan::Subquery(s) => (None, s),
+        _ => return Ok(Transformed::no(node)),
+    };
+    if !is_unnest_over_one_row(&sub.subquery) {
+        return Ok(Transformed::no(node));
+    }
+    let left = Arc::clone(&join.left);
+    let left_columns: Vec<Column> = left.schema().columns();
+    let Some(inner) = relink(&sub.subquery, &left, &left_columns)? else {
+        return Ok(Transformed::no(node));
+    };
+    // The join's output: L's columns as they were, then the unnest's, under the alias.
+    let right_schema: &DFSchemaRef = join.right.schema();
+    let sub_schema = sub.subquery.schema();
+    let mut exprs: Vec<Expr> = left_columns.iter().cloned().map(Expr::Column).collect();
+    for (i, (q, f)) in right_schema.iter().enumerate() {
+        let (sq, sf) = sub_schema.qualified_field(i);
+        let source = Expr::Column(Column::from((sq, sf)));
+        exprs.push(match (&alias, q) {
+            (Some(_), Some(q)) => source.alias_qualified(Some(q.clone()), f.name()),
+            _ => source.alias(f.name()),
+        });
+    }
+    let mut builder = LogicalPlanBuilder::from(inner).project(exprs)?;
+    if let Some(filter) = &join.filter {
+        builder = builder.filter(filter.clone())?;
+    }
+    Ok(Transformed::yes(builder.build()?))
+}
+
+/// Whether `plan` is a chain of Projection / Unnest / SubqueryAlias nodes ending in an empty
+/// one-row relation, with at least one Unnest.
+fn is_unnest_over_one_row(plan: &LogicalPlan) -> bool {
+    let mut unnest = false;
+    let mut p = plan;
+    loop {
+        match p {
+            LogicalPlan::Projection(x) => p = x.input.as_ref(),
+            LogicalPlan::SubqueryAlias(x) => p = x.input.as_ref(),
+            LogicalPlan::Unnest(x) => {
+                unnest = true;
+                p = x.input.as_ref();
+            }
+            LogicalPlan::EmptyRelation(e) => return unnest && e.produce_one_row,
+            _ => return false,
+        }
+    }
+}
+
+/// `plan` rebuilt over `left` instead of its one-row leaf: outer references become column
+/// references and every Projection also outputs `left_columns`. `None` when a node is not one
+/// this rewrite knows.
+fn relink(
+    plan: &LogicalPlan,
+    left: &Arc<LogicalPlan>,
+    left_columns: &[Column],
+) -> Result<Option<LogicalPlan>> {
+    Ok(Some(match plan {
+        LogicalPlan::EmptyRelation(_) => left.as_ref().clone(),
+        LogicalPlan::Projection(Projection { expr, input, .. }) => {
+            let Some(input) = relink(input, left, left_columns)? else {
+                return Ok(None);
+            };
+            let mut exprs: Vec<Expr> = left_columns.iter().cloned().map(Expr::Column).collect();
+            for e in expr {
+                exprs.push(strip_outer_refs(e.clone())?);
+            }
+            LogicalPlanBuilder::from(input).project(exprs)?.build()?
+        }
+        LogicalPlan::Unnest(Unnest {
+            input,
+            exec_columns,
+            options,
+            ..
+        }) => {
+            let Some(input) = relink(input, left, left_columns)? else {
+                return Ok(None);
+            };
+            LogicalPlanBuilder::from(input)
+                .unnest_columns_with_options(exec_columns.clone(), options.clone())?
+                .build()?
+        }
+        LogicalPlan::Subquery(Subquery { subquery, .. }) => {
+            return relink(subquery, left, left_columns);
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// `e` with every outer reference turned into a plain column reference.
+fn strip_outer_refs(e: Expr) -> Result<Expr> {
+    e.transform_up(|e| match e {
+        Expr::OuterReferenceColumn(_, c) => Ok(Transformed::yes(Expr::Column(c))),
+        e => Ok(Transformed::no(e)),
+    })
+    .data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, ListBuilder, RecordBatch, StringBuilder};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::datasource::MemTable;
+    use datafusion::prelude::{SessionConfig, SessionContext};
+
+    fn ctx() -> SessionContext {
+        let config = SessionConfig::new()
+            .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
+        let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![Arc::new(LateralUnnestRule)];
+        rules.extend(datafusion::optimizer::Analyzer::new().rules);
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_analyzer_rules(rules)
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("label", DataType::Utf8, true),
+            Field::new(
+                "arr",
+                DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true))),
+                true,
+            ),
+            Field::new("n", DataType::Int64, true),
+        ]));
+        let mut b = ListBuilder::new(StringBuilder::new());
+        for row in [
+            Some(vec![Some("a"), Some("b")]),
+            Some(vec![None, Some("b")]),
+            Some(vec![]),
+            None,
+        ] {
+            match row {
+                Some(vs) => {
+                    for v in vs {
+                        b.values().append_option(v);
+                    }
+                    b.append(true);
+                }
+                None => b.append(false),
+            }
+        }
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(arrow::array::StringArray::from(vec![
+                    "r1", "r2", "r3", "r4",
+                ])),
+                Arc::new(b.finish()),
+                Arc::new(Int64Array::from(vec![1, 2, 3, 4])),
+            ],
+        )
+        .unwrap();
+        ctx.register_table(
+            "t",
+            Arc::new(MemTable::try_new(schema, vec![vec![batch]]).unwrap()),
+        )
+        .unwrap();
+        ctx
+    }
+
+    async fn rows(sql: &str) -> Vec<String> {
+        let batches = ctx().sql(sql).await.unwrap().collect().await.unwrap();
+        let text = arrow::util::pretty::pretty_format_batches(&batches)
+            .unwrap()
+            .to_string();
+        text.lines()
+            .filter(|l| l.starts_with('|'))
+            .skip(1)
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    }
+
+    /// Each row repeats once per element; null and empty arrays give no rows; the outer
+    /// columns and the alias resolve, qualified or not.
+    #[tokio::test]
+    async fn cross_join_unnest_of_a_column_repeats_rows_per_element() {
+        let want = vec![
+            "| r1 | a | 1 |",
+            "| r1 | b | 1 |",
+            "| r2 | | 2 |",
+            "| r2 | b | 2 |",
+        ];
+        for sql in [
+            "SELECT label, x, n FROM t CROSS JOIN UNNEST(t.arr) AS u(x) ORDER BY label, x NULLS FIRST",
+            "SELECT t.label, u.x, t.n FROM t CROSS JOIN UNNEST(arr) AS u(x) ORDER BY 1, 2 NULLS FIRST",
+            "SELECT label, x, n FROM t, UNNEST(t.arr) AS u(x) ORDER BY label, x NULLS FIRST",
+        ] {
+            assert_eq!(rows(sql).await, want, "{sql}");
+        }
+        assert_eq!(
+            rows("SELECT x, COUNT(*) AS c FROM t CROSS JOIN UNNEST(t.arr) AS u(x) WHERE n > 1 GROUP BY x ORDER BY x NULLS FIRST").await,
+            vec!["| | 1 |", "| b | 1 |"]
+        );
+    }
+}
