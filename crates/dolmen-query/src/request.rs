@@ -334,13 +334,29 @@ fn rewrite_standard_forms(
     dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
 ) -> Result<String> {
     let lower = sql.to_ascii_lowercase();
-    if !lower.contains("json_object") && !lower.contains("position") {
+    if !lower.contains("json_object") && !lower.contains("position") && !lower.contains("returning")
+    {
         return Ok(sql.to_string());
     }
     let words = significant_tokens(sql, dialect)?;
     let is_word = |i: usize, w: &str| is_bare_word(words.get(i), w);
     // (start byte, end byte, replacement), possibly nested.
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    // `RETURNING <type> ARRAY)` (Calcite's postfix array type in JSON_VALUE) reads as
+    // `RETURNING <type>[])`, the form sqlparser knows.
+    for i in 0..words.len() {
+        if is_word(i, "returning") {
+            let array_at = (i + 2..(i + 4).min(words.len())).find(|&j| {
+                is_word(j, "array")
+                    && matches!(words.get(j + 1).map(|t| &t.token), Some(Token::RParen))
+            });
+            if let Some(j) = array_at {
+                let a = byte_offset(sql, words[j].span.start);
+                let b = byte_offset(sql, words[j].span.end);
+                edits.push((a, b, "[]".to_string()));
+            }
+        }
+    }
     for i in 0..words.len() {
         let json = is_word(i, "json_object");
         let position = is_word(i, "position");

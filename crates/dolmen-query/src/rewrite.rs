@@ -493,6 +493,44 @@ fn rewrite_json_value_returning(expr: &mut Expr) -> Result<()> {
         | SqlDataType::Char(_)
         | SqlDataType::String(_)
         | SqlDataType::Text => value,
+        // `RETURNING <type> ARRAY` (request text rewritten to `<type>[]`): the array at the
+        // path, each element converted (functions::json_array).
+        SqlDataType::Array(
+            datafusion::sql::sqlparser::ast::ArrayElemTypeDef::SquareBracket(inner, _)
+            | datafusion::sql::sqlparser::ast::ArrayElemTypeDef::AngleBracket(inner),
+        ) => {
+            let mut query = value;
+            if let Expr::Function(f) = &mut query {
+                f.name = ObjectName::from(vec![Ident::new("json_query_array")]);
+            }
+            let element = match inner.as_ref() {
+                SqlDataType::BigInt(_)
+                | SqlDataType::Int(_)
+                | SqlDataType::Integer(_)
+                | SqlDataType::SmallInt(_)
+                | SqlDataType::TinyInt(_) => "BIGINT",
+                SqlDataType::Double(_)
+                | SqlDataType::DoublePrecision
+                | SqlDataType::Float(_)
+                | SqlDataType::Real
+                | SqlDataType::Decimal(_)
+                | SqlDataType::Numeric(_) => "DOUBLE",
+                SqlDataType::Varchar(_)
+                | SqlDataType::Char(_)
+                | SqlDataType::String(_)
+                | SqlDataType::Text => "VARCHAR",
+                SqlDataType::Boolean | SqlDataType::Bool => "BOOLEAN",
+                other => {
+                    return Err(plan_error(format!(
+                        "JSON_VALUE(... RETURNING {other} ARRAY) is not supported: the element type must be BIGINT, DOUBLE, VARCHAR or BOOLEAN"
+                    )));
+                }
+            };
+            function_call(
+                crate::functions::json_array::NAME,
+                vec![query, string_lit(element)],
+            )
+        }
         other => {
             return Err(plan_error(format!(
                 "JSON_VALUE(... RETURNING {other}) is not supported: RETURNING takes BIGINT, INTEGER, DOUBLE, FLOAT, REAL, DECIMAL or VARCHAR"

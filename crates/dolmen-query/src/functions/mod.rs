@@ -45,6 +45,7 @@ pub mod arrays;
 pub mod bloom;
 pub mod complex;
 pub mod histogram;
+pub mod json_array;
 pub mod lookup;
 pub mod period;
 pub mod scalar;
@@ -279,6 +280,7 @@ pub(crate) fn register_druid_udfs(ctx: &SessionContext) {
             bloom::bloom_filter_test(),
             agg_size::udf(),
             agg_size::input_udf(),
+            json_array::udf(),
         ])
         .chain(crate::multivalue::udfs())
     {

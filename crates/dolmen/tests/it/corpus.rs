@@ -479,19 +479,6 @@ fn druid_quidem_corpus() {
         cases.extend(parse_iq(name, text).unwrap_or_else(|e| panic!("{e}")));
     }
     assert!(!cases.is_empty(), "the corpus is empty");
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path());
-    let mut datasets: Vec<String> = cases.iter().flat_map(|c| c.datasets.clone()).collect();
-    datasets.sort();
-    datasets.dedup();
-    let mut report = String::new();
-    let mut missing_datasets = Vec::new();
-    for d in &datasets {
-        if let Err(e) = load_dataset(&server, d) {
-            writeln!(report, "dataset {d} not loaded: {e}").unwrap();
-            missing_datasets.push(d.clone());
-        }
-    }
     let passing_path = corpus_dir().join("passing.txt");
     let listed: Vec<String> = std::fs::read_to_string(&passing_path)
         .unwrap_or_default()
@@ -500,27 +487,48 @@ fn druid_quidem_corpus() {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(String::from)
         .collect();
+    // Each file runs against its own datasets, as quidem's `!use` gives it a fresh environment
+    // (two dataset folders may load the same datasource name): one server per dataset set.
+    let mut groups: BTreeMap<Vec<String>, Vec<&Case>> = BTreeMap::new();
+    for case in &cases {
+        let mut key = case.datasets.clone();
+        key.sort();
+        groups.entry(key).or_default().push(case);
+    }
+    let mut report = String::new();
+    let mut missing_datasets = Vec::new();
     let mut passed = Vec::new();
     let mut server_errors = Vec::new();
     let mut by_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    for case in &cases {
-        let family = case.id.split('/').next().unwrap_or_default().to_string();
-        let entry = by_family.entry(family).or_default();
-        entry.1 += 1;
-        match run_case(&server, case) {
-            Outcome::Pass => {
-                entry.0 += 1;
-                passed.push(case.id.clone());
+    for (datasets, group) in &groups {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path());
+        for d in datasets {
+            if let Err(e) = load_dataset(&server, d) {
+                writeln!(report, "dataset {d} not loaded: {e}").unwrap();
+                missing_datasets.push(d.clone());
             }
-            Outcome::Fail(why) => {
-                writeln!(report, "FAIL {}\n  {}\n  {why}\n", case.id, case.sql).unwrap();
-            }
-            Outcome::ServerError(why) => {
-                writeln!(report, "5XX {}\n  {}\n  {why}\n", case.id, case.sql).unwrap();
-                server_errors.push(case.id.clone());
+        }
+        for case in group {
+            let family = case.id.split('/').next().unwrap_or_default().to_string();
+            let entry = by_family.entry(family).or_default();
+            entry.1 += 1;
+            match run_case(&server, case) {
+                Outcome::Pass => {
+                    entry.0 += 1;
+                    passed.push(case.id.clone());
+                }
+                Outcome::Fail(why) => {
+                    writeln!(report, "FAIL {}\n  {}\n  {why}\n", case.id, case.sql).unwrap();
+                }
+                Outcome::ServerError(why) => {
+                    writeln!(report, "5XX {}\n  {}\n  {why}\n", case.id, case.sql).unwrap();
+                    server_errors.push(case.id.clone());
+                }
             }
         }
     }
+    passed.sort();
     let mut summary = format!(
         "Druid quidem corpus: {} of {} cases pass ({} files)\n",
         passed.len(),
