@@ -16,7 +16,7 @@
 //! lock), so a query sees either the hydrants or the segments built from them, never both and
 //! never neither.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,7 +105,13 @@ impl Realtime {
 /// Everything readers see, behind one lock.
 #[derive(Debug, Default)]
 struct ViewState {
+    /// Every used segment's timeline (what the metadata store says is visible).
     timelines: HashMap<String, Arc<Timeline>>,
+    /// What queries read: `timelines` without the segments in `unloaded`.
+    served: HashMap<String, Arc<Timeline>>,
+    /// Ids of used segments the coordinator decided not to load (see
+    /// [`SegmentView::set_unloaded`]).
+    unloaded: Arc<HashSet<String>>,
     realtime: HashMap<String, Realtime>,
 }
 
@@ -121,6 +127,27 @@ impl ViewState {
                 Arc::new(Timeline::build(segments.into_iter().map(Arc::new))),
             );
         }
+        self.recompute_served(data_source);
+    }
+
+    /// Recomputes the served timeline of one datasource (shared with `timelines` when none of
+    /// its segments is unloaded).
+    fn recompute_served(&mut self, data_source: &str) {
+        let Some(t) = self.timelines.get(data_source) else {
+            self.served.remove(data_source);
+            return;
+        };
+        let unloaded = &self.unloaded;
+        let any_unloaded = !unloaded.is_empty()
+            && t.entries()
+                .iter()
+                .any(|e| e.segments.iter().any(|s| unloaded.contains(&s.identifier)));
+        let served = if any_unloaded {
+            Arc::new(t.filtered(|s| !unloaded.contains(&s.identifier)))
+        } else {
+            Arc::clone(t)
+        };
+        self.served.insert(data_source.to_string(), served);
     }
 }
 
@@ -187,8 +214,45 @@ impl SegmentView {
             .into_iter()
             .map(|(ds, segs)| (ds, Arc::new(Timeline::build(segs))))
             .collect();
-        self.write_state().timelines = timelines;
+        let mut state = self.write_state();
+        state.timelines = timelines;
+        state.served.clear();
+        let names: Vec<String> = state.timelines.keys().cloned().collect();
+        for ds in names {
+            state.recompute_served(&ds);
+        }
         Ok(())
+    }
+
+    /// Sets the used segments the coordinator decided not to load (a load rule with no
+    /// replicas on this process's tier): queries stop reading them ([`SegmentView::snapshot`]
+    /// leaves them out) while [`SegmentView::timeline`] still lists them as used. Replaces the
+    /// previous set; segments published later are served until the coordinator says otherwise.
+    pub fn set_unloaded(&self, unloaded: HashSet<String>) {
+        let unloaded = Arc::new(unloaded);
+        {
+            let state = self.state.read().expect("view lock");
+            if *state.unloaded == *unloaded {
+                return;
+            }
+        }
+        let mut state = self.write_state();
+        state.unloaded = unloaded;
+        let names: Vec<String> = state.timelines.keys().cloned().collect();
+        for ds in names {
+            state.recompute_served(&ds);
+        }
+    }
+
+    /// True when queries read the segment with this id (it is not in the unloaded set; whether
+    /// it is used and visible is the timeline's business).
+    pub fn is_loaded(&self, segment_id: &str) -> bool {
+        !self
+            .state
+            .read()
+            .expect("view lock")
+            .unloaded
+            .contains(segment_id)
     }
 
     /// Rebuilds one datasource's timeline; its hydrants stay.
@@ -217,7 +281,7 @@ impl SegmentView {
     pub fn snapshot(&self, data_source: &str) -> Option<DataSourceSnapshot> {
         let state = self.state.read().expect("view lock");
         let timeline = state
-            .timelines
+            .served
             .get(data_source)
             .filter(|t| !t.is_empty())
             .cloned();

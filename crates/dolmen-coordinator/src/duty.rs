@@ -1,0 +1,367 @@
+//! The coordinator loop and its duties (Druid's `DruidCoordinator` with `RunRules`,
+//! `MarkOvershadowedSegmentsAsUnused` and the load decisions of `StrategicSegmentAssigner`,
+//! reduced to one process that serves one tier).
+//!
+//! Each run, unless `pauseCoordination` is set:
+//! 1. reads every used segment, the rules and the dynamic config from the metadata store;
+//! 2. gives every used, non-overshadowed segment to the first rule of its datasource's rules
+//!    followed by the `_default` rules that applies at "now" ([`Rule::applies_to`]);
+//! 3. marks the segments of drop rules unused, in one transaction per datasource;
+//! 4. once the coordinator has run for `millisToWaitBeforeDeleting`, marks overshadowed
+//!    segments unused;
+//! 5. decides what this process serves: a load rule with at least one replica on this
+//!    process's tier (`service.server.tier`) or a broadcast rule loads the segment; a load
+//!    rule with no replica here leaves it used but unloaded, so plain queries skip it
+//!    ([`SegmentView::set_unloaded`]); a segment no rule matches is left as it is (served);
+//! 6. records the assignments ([`SegmentAssignments`]): required replicas per tier, replicas
+//!    loaded, for load status and `sys.segments`.
+//!
+//! Every change is a metadata transaction and the next run recomputes everything from the
+//! store, so a crash in the middle of a run loses nothing: the next run finishes the work.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use dolmen_metadata::MetadataStore;
+use dolmen_segment::{DataSegment, Timeline};
+use dolmen_storage::SegmentView;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{COORDINATOR_CONFIG_KEY, CoordinatorDynamicConfig};
+use crate::rules::{DEFAULT_RULES_KEY, Rule, RuleAction, parse_stored};
+
+/// The source of "now", ms since the epoch (injectable so tests control rule periods).
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// Start-up settings of the coordinator (runtime properties).
+#[derive(Clone)]
+pub struct CoordinatorOptions {
+    /// `service.coordinator.startDelay` (Druid's default PT300S): wait before the first run.
+    pub start_delay: Duration,
+    /// `service.coordinator.period` (default PT60S): time between runs.
+    pub period: Duration,
+    /// `service.server.tier` (default `_default_tier`): the tier this process serves.
+    pub tier: String,
+    /// The clock rules are evaluated against.
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for CoordinatorOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoordinatorOptions")
+            .field("start_delay", &self.start_delay)
+            .field("period", &self.period)
+            .field("tier", &self.tier)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for CoordinatorOptions {
+    fn default() -> Self {
+        CoordinatorOptions {
+            start_delay: Duration::from_secs(300),
+            period: Duration::from_secs(60),
+            tier: crate::rules::DEFAULT_TIER.to_string(),
+            clock: Arc::new(dolmen_common::time::now_millis),
+        }
+    }
+}
+
+/// What the last run decided for one used, non-overshadowed segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentAssignment {
+    /// Replicas the matching load rule asks for, per tier (empty for broadcast rules).
+    pub required: BTreeMap<String, u32>,
+    /// Replicas actually loaded: 1 when this process serves it, else 0.
+    pub loaded: u32,
+    /// Matched by a broadcast rule.
+    pub broadcast: bool,
+}
+
+impl SegmentAssignment {
+    /// Total replicas required over all tiers (Druid's `replication_factor`); 1 for broadcast.
+    pub fn replication_factor(&self) -> u32 {
+        if self.broadcast {
+            1
+        } else {
+            self.required.values().sum()
+        }
+    }
+}
+
+/// The assignments of the last completed run, by segment id.
+#[derive(Debug, Clone, Default)]
+pub struct SegmentAssignments {
+    /// Per segment id.
+    pub segments: HashMap<String, SegmentAssignment>,
+    /// When the run evaluated the rules (its "now"), ms; `None` before the first run.
+    pub evaluated_at: Option<i64>,
+}
+
+/// What one run did (for logs and tests).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// True when `pauseCoordination` skipped the run.
+    pub paused: bool,
+    /// Segments marked unused by drop rules.
+    pub dropped: u64,
+    /// Overshadowed segments marked unused.
+    pub overshadowed_unused: u64,
+    /// Used segments left unloaded (no replica on this tier).
+    pub unloaded: u64,
+    /// Segments no rule matched.
+    pub unmatched: u64,
+}
+
+/// The coordinator: runs the duties on a schedule and holds the last assignments.
+pub struct Coordinator {
+    metadata: Arc<dyn MetadataStore>,
+    view: Arc<SegmentView>,
+    options: CoordinatorOptions,
+    started_ms: i64,
+    assignments: RwLock<Arc<SegmentAssignments>>,
+    run_lock: tokio::sync::Mutex<()>,
+    trigger: tokio::sync::Notify,
+    runs: AtomicU64,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("options", &self.options)
+            .field("runs", &self.runs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Errors of a coordinator run.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    /// The metadata store failed.
+    #[error(transparent)]
+    Metadata(#[from] dolmen_metadata::MetadataError),
+    /// The segment view could not be refreshed.
+    #[error(transparent)]
+    Storage(#[from] dolmen_storage::StorageError),
+}
+
+impl Coordinator {
+    /// A coordinator over the metadata store and the live view. Stores the initial `_default`
+    /// rules (`loadForever`, 2 replicas on `_default_tier`) when none exist.
+    ///
+    /// # Errors
+    /// When the metadata store fails.
+    pub async fn new(
+        metadata: Arc<dyn MetadataStore>,
+        view: Arc<SegmentView>,
+        options: CoordinatorOptions,
+    ) -> Result<Arc<Coordinator>, CoordinatorError> {
+        metadata
+            .init_rules(
+                DEFAULT_RULES_KEY,
+                &crate::rules::rules_to_json(&crate::rules::initial_default_rules()),
+            )
+            .await?;
+        let started_ms = (options.clock)();
+        Ok(Arc::new(Coordinator {
+            metadata,
+            view,
+            options,
+            started_ms,
+            assignments: RwLock::new(Arc::new(SegmentAssignments::default())),
+            run_lock: tokio::sync::Mutex::new(()),
+            trigger: tokio::sync::Notify::new(),
+            runs: AtomicU64::new(0),
+        }))
+    }
+
+    /// The tier this process serves.
+    pub fn tier(&self) -> &str {
+        &self.options.tier
+    }
+
+    /// The assignments of the last run.
+    pub fn assignments(&self) -> Arc<SegmentAssignments> {
+        Arc::clone(&self.assignments.read().expect("assignments lock"))
+    }
+
+    /// How many runs completed (paused ones included).
+    pub fn runs(&self) -> u64 {
+        self.runs.load(Ordering::Acquire)
+    }
+
+    /// Asks the loop for a run now instead of at the end of the period.
+    pub fn trigger(&self) {
+        self.trigger.notify_one();
+    }
+
+    /// Runs the duties every period after the start delay until `cancel` fires. A failed run
+    /// is logged and retried at the next period.
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(self.options.start_delay) => {}
+        }
+        loop {
+            match self.run_once().await {
+                Ok(stats) if stats != RunStats::default() => {
+                    tracing::info!(?stats, "coordinator run");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "coordinator run failed; retrying next period")
+                }
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(self.options.period) => {}
+                () = self.trigger.notified() => {}
+            }
+        }
+    }
+
+    /// One run of every duty (see the module docs), at the clock's "now".
+    ///
+    /// # Errors
+    /// When the metadata store fails; nothing half-done is lost (every change is its own
+    /// transaction and the next run starts over from the store).
+    pub async fn run_once(&self) -> Result<RunStats, CoordinatorError> {
+        let _one = self.run_lock.lock().await;
+        let stats = self.run_duties().await;
+        self.runs.fetch_add(1, Ordering::AcqRel);
+        stats
+    }
+
+    async fn run_duties(&self) -> Result<RunStats, CoordinatorError> {
+        let config = CoordinatorDynamicConfig::from_stored(
+            self.metadata.config(COORDINATOR_CONFIG_KEY).await?.as_ref(),
+        );
+        if config.pause_coordination() {
+            return Ok(RunStats {
+                paused: true,
+                ..RunStats::default()
+            });
+        }
+        let now = (self.options.clock)();
+        let stored_rules = self.metadata.rules().await?;
+        let mut rules: HashMap<String, Vec<Rule>> = HashMap::new();
+        for (ds, rec) in &stored_rules {
+            match parse_stored(&rec.rules) {
+                Ok(r) => {
+                    rules.insert(ds.clone(), r);
+                }
+                Err(e) => {
+                    tracing::error!(datasource = %ds, error = %e, "stored rules do not parse; skipping them")
+                }
+            }
+        }
+        let defaults = rules.get(DEFAULT_RULES_KEY).cloned().unwrap_or_default();
+
+        let mut by_ds: BTreeMap<String, Vec<Arc<DataSegment>>> = BTreeMap::new();
+        for s in self.metadata.all_used_segments().await? {
+            by_ds
+                .entry(s.data_source.clone())
+                .or_default()
+                .push(Arc::new(s));
+        }
+
+        let mut stats = RunStats::default();
+        let mut assignments = HashMap::new();
+        let mut unloaded = HashSet::new();
+        let mut changed: Vec<String> = Vec::new();
+        let overshadow_ok = now - self.started_ms >= config.millis_to_wait_before_deleting();
+        for (ds, segments) in by_ds {
+            let timeline = Timeline::build(segments.iter().cloned());
+            let ds_rules: Vec<&Rule> = rules
+                .get(&ds)
+                .into_iter()
+                .flatten()
+                .chain(defaults.iter())
+                .collect();
+            let mut drop_ids = Vec::new();
+            let mut overshadowed_ids = Vec::new();
+            let mut unmatched = 0u64;
+            for seg in &segments {
+                if timeline.is_overshadowed(&seg.id()) {
+                    overshadowed_ids.push(seg.identifier.clone());
+                    continue;
+                }
+                let Some(rule) = ds_rules.iter().find(|r| r.applies_to(&seg.interval, now)) else {
+                    unmatched += 1;
+                    continue;
+                };
+                match &rule.action {
+                    RuleAction::Drop => drop_ids.push(seg.identifier.clone()),
+                    RuleAction::Broadcast => {
+                        assignments.insert(
+                            seg.identifier.clone(),
+                            SegmentAssignment {
+                                required: BTreeMap::new(),
+                                loaded: 1,
+                                broadcast: true,
+                            },
+                        );
+                    }
+                    RuleAction::Load {
+                        tiered_replicants, ..
+                    } => {
+                        let here = tiered_replicants
+                            .get(&self.options.tier)
+                            .copied()
+                            .unwrap_or(0);
+                        let loaded = u32::from(here > 0);
+                        if loaded == 0 {
+                            unloaded.insert(seg.identifier.clone());
+                        }
+                        assignments.insert(
+                            seg.identifier.clone(),
+                            SegmentAssignment {
+                                required: tiered_replicants.clone(),
+                                loaded,
+                                broadcast: false,
+                            },
+                        );
+                    }
+                }
+            }
+            if unmatched > 0 {
+                tracing::warn!(datasource = %ds, segments = unmatched, "No matching retention rule for [{unmatched}] segments in datasource[{ds}]");
+                stats.unmatched += unmatched;
+            }
+            let mut ds_changed = false;
+            if !drop_ids.is_empty() {
+                let n = self.metadata.mark_segments_unused(&drop_ids).await?;
+                tracing::info!("Successfully marked [{n}] segments of datasource[{ds}] as unused");
+                stats.dropped += n;
+                ds_changed = true;
+            }
+            if overshadow_ok && !overshadowed_ids.is_empty() {
+                let n = self
+                    .metadata
+                    .mark_segments_unused(&overshadowed_ids)
+                    .await?;
+                tracing::info!("Marked [{n}] overshadowed segments of datasource[{ds}] as unused");
+                stats.overshadowed_unused += n;
+                ds_changed = true;
+            }
+            if ds_changed {
+                changed.push(ds);
+            }
+        }
+        stats.unloaded = unloaded.len() as u64;
+        self.view.set_unloaded(unloaded);
+        for ds in &changed {
+            self.view.refresh_data_source(ds).await?;
+        }
+        *self.assignments.write().expect("assignments lock") = Arc::new(SegmentAssignments {
+            segments: assignments,
+            evaluated_at: Some(now),
+        });
+        Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests;
