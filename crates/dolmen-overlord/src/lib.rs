@@ -35,6 +35,7 @@ pub mod kill;
 pub mod spec;
 pub mod supervisor;
 pub mod tasklog;
+pub mod worker_config;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -177,7 +177,23 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         .await
         .context("cannot start the supervisors")?;
     register_metric_sources(&metrics, &view, &cache, &overlord, &supervisors);
+    let coordinator = dolmen_coordinator::Coordinator::new(
+        Arc::clone(&metadata),
+        Arc::clone(&view),
+        dolmen_coordinator::CoordinatorOptions {
+            start_delay: config.coordinator.start_delay,
+            period: config.coordinator.period,
+            tier: config.coordinator.tier.clone(),
+            clock: Arc::new(dolmen_common::time::now_millis),
+        },
+    )
+    .await
+    .context("cannot start the coordinator")?;
     let state = Arc::new(AppState {
+        coordinator: Arc::clone(&coordinator),
+        audit_history_ms: config.coordinator.audit_history_ms,
+        worker_category: config.coordinator.worker_category.clone(),
+        started_ms: dolmen_common::time::now_millis(),
         overlord,
         supervisors,
         engine,
@@ -227,6 +243,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             }
         });
     }
+    background.spawn(coordinator.run(background_shutdown.clone()));
     {
         // `pollPeriod` of uri lookups: due ones are re-checked once a tick.
         let lookups = Arc::clone(&lookups);
