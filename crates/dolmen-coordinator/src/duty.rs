@@ -19,14 +19,14 @@
 //! Every change is a metadata transaction and the next run recomputes everything from the
 //! store, so a crash in the middle of a run loses nothing: the next run finishes the work.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use dolmen_metadata::MetadataStore;
 use dolmen_segment::{DataSegment, Timeline};
-use dolmen_storage::SegmentView;
+use dolmen_storage::{LoadDecisions, SegmentLoad, SegmentView};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{COORDINATOR_CONFIG_KEY, CoordinatorDynamicConfig};
@@ -69,37 +69,6 @@ impl Default for CoordinatorOptions {
     }
 }
 
-/// What the last run decided for one used, non-overshadowed segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentAssignment {
-    /// Replicas the matching load rule asks for, per tier (empty for broadcast rules).
-    pub required: BTreeMap<String, u32>,
-    /// Replicas actually loaded: 1 when this process serves it, else 0.
-    pub loaded: u32,
-    /// Matched by a broadcast rule.
-    pub broadcast: bool,
-}
-
-impl SegmentAssignment {
-    /// Total replicas required over all tiers (Druid's `replication_factor`); 1 for broadcast.
-    pub fn replication_factor(&self) -> u32 {
-        if self.broadcast {
-            1
-        } else {
-            self.required.values().sum()
-        }
-    }
-}
-
-/// The assignments of the last completed run, by segment id.
-#[derive(Debug, Clone, Default)]
-pub struct SegmentAssignments {
-    /// Per segment id.
-    pub segments: HashMap<String, SegmentAssignment>,
-    /// When the run evaluated the rules (its "now"), ms; `None` before the first run.
-    pub evaluated_at: Option<i64>,
-}
-
 /// What one run did (for logs and tests).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunStats {
@@ -121,7 +90,6 @@ pub struct Coordinator {
     view: Arc<SegmentView>,
     options: CoordinatorOptions,
     started_ms: i64,
-    assignments: RwLock<Arc<SegmentAssignments>>,
     run_lock: tokio::sync::Mutex<()>,
     trigger: tokio::sync::Notify,
     runs: AtomicU64,
@@ -170,7 +138,6 @@ impl Coordinator {
             view,
             options,
             started_ms,
-            assignments: RwLock::new(Arc::new(SegmentAssignments::default())),
             run_lock: tokio::sync::Mutex::new(()),
             trigger: tokio::sync::Notify::new(),
             runs: AtomicU64::new(0),
@@ -182,9 +149,9 @@ impl Coordinator {
         &self.options.tier
     }
 
-    /// The assignments of the last run.
-    pub fn assignments(&self) -> Arc<SegmentAssignments> {
-        Arc::clone(&self.assignments.read().expect("assignments lock"))
+    /// The decisions of the last run (also installed in the view).
+    pub fn assignments(&self) -> Arc<LoadDecisions> {
+        self.view.load_decisions()
     }
 
     /// How many runs completed (paused ones included).
@@ -269,7 +236,7 @@ impl Coordinator {
 
         let mut stats = RunStats::default();
         let mut assignments = HashMap::new();
-        let mut unloaded = HashSet::new();
+        let mut unloaded = 0u64;
         let mut changed: Vec<String> = Vec::new();
         let overshadow_ok = now - self.started_ms >= config.millis_to_wait_before_deleting();
         for (ds, segments) in by_ds {
@@ -297,9 +264,9 @@ impl Coordinator {
                     RuleAction::Broadcast => {
                         assignments.insert(
                             seg.identifier.clone(),
-                            SegmentAssignment {
+                            SegmentLoad {
                                 required: BTreeMap::new(),
-                                loaded: 1,
+                                loaded: true,
                                 broadcast: true,
                             },
                         );
@@ -311,13 +278,13 @@ impl Coordinator {
                             .get(&self.options.tier)
                             .copied()
                             .unwrap_or(0);
-                        let loaded = u32::from(here > 0);
-                        if loaded == 0 {
-                            unloaded.insert(seg.identifier.clone());
+                        let loaded = here > 0;
+                        if !loaded {
+                            unloaded += 1;
                         }
                         assignments.insert(
                             seg.identifier.clone(),
-                            SegmentAssignment {
+                            SegmentLoad {
                                 required: tiered_replicants.clone(),
                                 loaded,
                                 broadcast: false,
@@ -350,15 +317,14 @@ impl Coordinator {
                 changed.push(ds);
             }
         }
-        stats.unloaded = unloaded.len() as u64;
-        self.view.set_unloaded(unloaded);
-        for ds in &changed {
-            self.view.refresh_data_source(ds).await?;
-        }
-        *self.assignments.write().expect("assignments lock") = Arc::new(SegmentAssignments {
+        stats.unloaded = unloaded;
+        self.view.set_load_decisions(LoadDecisions {
             segments: assignments,
             evaluated_at: Some(now),
         });
+        for ds in &changed {
+            self.view.refresh_data_source(ds).await?;
+        }
         Ok(stats)
     }
 }

@@ -12,4 +12,4 @@ pub mod duty;
 pub mod rules;
 
 pub use config::CoordinatorDynamicConfig;
-pub use duty::{Coordinator, CoordinatorOptions, SegmentAssignments};
+pub use duty::{Coordinator, CoordinatorOptions};

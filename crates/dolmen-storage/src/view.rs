@@ -67,6 +67,47 @@ pub struct DataSourceSnapshot {
     pub hydrants: Arc<[Arc<Hydrant>]>,
 }
 
+/// What the coordinator decided for one used, non-overshadowed segment (Druid's replication
+/// status of the segment): the replicas its load rule asks for per tier and whether this process
+/// serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SegmentLoad {
+    /// Replicas the matching load rule asks for, per tier (empty for broadcast rules).
+    pub required: BTreeMap<String, u32>,
+    /// True when this process serves the segment to queries.
+    pub loaded: bool,
+    /// Matched by a broadcast rule (loaded on every server).
+    pub broadcast: bool,
+}
+
+impl SegmentLoad {
+    /// Total replicas required over all tiers (Druid's `replication_factor`); 1 for a
+    /// broadcast segment (this process is every server).
+    pub fn replication_factor(&self) -> u32 {
+        if self.broadcast {
+            1
+        } else {
+            self.required.values().sum()
+        }
+    }
+
+    /// Replicas still missing on `tier`, given whether this process (at most one replica) is
+    /// on that tier and serves the segment: Druid's under-replication count.
+    pub fn missing_on(&self, tier: &str, served_here: bool) -> u32 {
+        let want = self.required.get(tier).copied().unwrap_or(0);
+        want.saturating_sub(u32::from(served_here))
+    }
+}
+
+/// The coordinator's decisions of its last run ([`SegmentView::set_load_decisions`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadDecisions {
+    /// Per segment id; used segments absent here were not evaluated yet.
+    pub segments: HashMap<String, SegmentLoad>,
+    /// The "now" of the run that made them, ms; `None` before the first run.
+    pub evaluated_at: Option<i64>,
+}
+
 /// One task registered for a sink.
 #[derive(Debug)]
 struct Replica {
@@ -110,8 +151,10 @@ struct ViewState {
     /// What queries read: `timelines` without the segments in `unloaded`.
     served: HashMap<String, Arc<Timeline>>,
     /// Ids of used segments the coordinator decided not to load (see
-    /// [`SegmentView::set_unloaded`]).
+    /// [`SegmentView::set_load_decisions`]).
     unloaded: Arc<HashSet<String>>,
+    /// The coordinator's last decisions.
+    decisions: Arc<LoadDecisions>,
     realtime: HashMap<String, Realtime>,
 }
 
@@ -224,14 +267,23 @@ impl SegmentView {
         Ok(())
     }
 
-    /// Sets the used segments the coordinator decided not to load (a load rule with no
-    /// replicas on this process's tier): queries stop reading them ([`SegmentView::snapshot`]
-    /// leaves them out) while [`SegmentView::timeline`] still lists them as used. Replaces the
-    /// previous set; segments published later are served until the coordinator says otherwise.
-    pub fn set_unloaded(&self, unloaded: HashSet<String>) {
-        let unloaded = Arc::new(unloaded);
+    /// Installs the coordinator's decisions. Segments it decided not to load (a load rule with
+    /// no replicas on this process's tier) leave the query path ([`SegmentView::snapshot`]
+    /// skips them) while [`SegmentView::timeline`] still lists them as used. Replaces the
+    /// previous decisions; segments published later are served until the coordinator decides.
+    pub fn set_load_decisions(&self, decisions: LoadDecisions) {
+        let unloaded: Arc<HashSet<String>> = Arc::new(
+            decisions
+                .segments
+                .iter()
+                .filter(|(_, l)| !l.loaded)
+                .map(|(id, _)| id.clone())
+                .collect(),
+        );
+        let decisions = Arc::new(decisions);
         {
-            let state = self.state.read().expect("view lock");
+            let mut state = self.state.write().expect("view lock");
+            state.decisions = Arc::clone(&decisions);
             if *state.unloaded == *unloaded {
                 return;
             }
@@ -242,6 +294,11 @@ impl SegmentView {
         for ds in names {
             state.recompute_served(&ds);
         }
+    }
+
+    /// The coordinator's last decisions.
+    pub fn load_decisions(&self) -> Arc<LoadDecisions> {
+        Arc::clone(&self.state.read().expect("view lock").decisions)
     }
 
     /// True when queries read the segment with this id (it is not in the unloaded set; whether
@@ -300,11 +357,12 @@ impl SegmentView {
         })
     }
 
-    /// Datasources with visible segments or visible hydrants, sorted.
+    /// Datasources queries can read: with served segments (visible and not left unloaded by
+    /// the coordinator) or visible hydrants, sorted.
     pub fn data_sources(&self) -> Vec<String> {
         let state = self.state.read().expect("view lock");
         let mut v: Vec<String> = state
-            .timelines
+            .served
             .iter()
             .filter(|(_, t)| !t.is_empty())
             .map(|(k, _)| k.clone())

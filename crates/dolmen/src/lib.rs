@@ -143,6 +143,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         start_time_ms: dolmen_common::time::now_millis(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         properties: config.properties(addr.port()),
+        tier: config.coordinator.tier.clone(),
     };
     // Lookups before the engine: queries read their tables from the first one on.
     let lookups = LookupManager::start(

@@ -102,7 +102,7 @@ async fn interval_load_then_drop_forever_keeps_half_the_day() {
     assert!(
         a.segments
             .values()
-            .all(|s| s.replication_factor() == 2 && s.loaded == 1)
+            .all(|s| s.replication_factor() == 2 && s.loaded)
     );
 
     set_rules(
@@ -160,7 +160,7 @@ async fn zero_replica_load_rule_keeps_segments_used_but_unserved() {
     assert_eq!(
         a.segments
             .values()
-            .filter(|s| s.replication_factor() == 0 && s.loaded == 0)
+            .filter(|s| s.replication_factor() == 0 && !s.loaded)
             .count(),
         2
     );

@@ -99,6 +99,20 @@ fn interval_load_then_drop_forever_and_back() {
     assert_eq!((code, body.as_str()), (200, ""));
     s.eventually("12 used segments", |s| s.used_segments() == 12);
     assert_eq!(s.count_rows(), second_half);
+    // One replica asked for and served by this process: fully loaded, nothing missing.
+    let rows = s.sql("SELECT replication_factor, num_replicas, is_available, COUNT(*) AS c FROM sys.segments WHERE datasource = 'wikipedia' GROUP BY 1, 2, 3");
+    assert_eq!(
+        rows,
+        vec![json!({"replication_factor": 1, "num_replicas": 1, "is_available": 1, "c": 12})]
+    );
+    assert_eq!(
+        s.get_json("/druid/coordinator/v1/loadstatus").1,
+        json!({"wikipedia": 100.0})
+    );
+    assert_eq!(
+        s.get_json("/druid/coordinator/v1/loadstatus?full").1,
+        json!({"_default_tier": {"wikipedia": 0}})
+    );
     let (_, meta) =
         s.get_json("/druid/coordinator/v1/metadata/datasources/wikipedia/segments?includeUnused");
     assert_eq!(meta.as_array().unwrap().len(), 24);
@@ -118,6 +132,21 @@ fn interval_load_then_drop_forever_and_back() {
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(s.used_segments(), 24);
     assert_eq!(s.count_rows(), 39_244);
+    // The default rule asks for 2 replicas on `_default_tier`; one process holds one, so each
+    // segment is under-replicated by one.
+    let rows = s.sql("SELECT replication_factor, num_replicas, COUNT(*) AS c FROM sys.segments WHERE datasource = 'wikipedia' GROUP BY 1, 2");
+    assert_eq!(
+        rows,
+        vec![json!({"replication_factor": 2, "num_replicas": 1, "c": 24})]
+    );
+    assert_eq!(
+        s.get_json("/druid/coordinator/v1/loadstatus?full").1,
+        json!({"_default_tier": {"wikipedia": 24}})
+    );
+    assert_eq!(
+        s.get_json("/druid/coordinator/v1/loadstatus?simple").1,
+        json!({"wikipedia": 0})
+    );
 
     // The history holds both changes, newest first with count, with author, comment and IP.
     let (code, h) = s.get_json("/druid/coordinator/v1/rules/wikipedia/history?count=5");
@@ -158,8 +187,32 @@ fn zero_replica_rules_unload_and_default_rules_apply() {
         );
         code != 200 || body[0]["c"] == 0
     });
-    // Still used: the metadata and sys.segments keep them.
+    // Still used: the metadata and sys.segments keep them, unavailable, with no replica asked.
     assert_eq!(s.used_segments(), 24);
+    let rows = s.sql("SELECT is_active, is_available, num_replicas, replication_factor, COUNT(*) AS c FROM sys.segments GROUP BY 1, 2, 3, 4");
+    assert_eq!(
+        rows,
+        vec![
+            json!({"is_active": 1, "is_available": 0, "num_replicas": 0, "replication_factor": 0, "c": 24})
+        ]
+    );
+    assert!(s.sql("SELECT * FROM sys.server_segments").is_empty());
+    let servers =
+        s.sql("SELECT tier, current_size FROM sys.servers WHERE server_type = 'historical'");
+    assert_eq!(
+        servers,
+        vec![json!({"tier": "_default_tier", "current_size": 0})]
+    );
+    // Nothing is meant to be loaded: fully "loaded", nothing missing.
+    assert_eq!(
+        s.get_json("/druid/coordinator/v1/loadstatus").1,
+        json!({"wikipedia": 100.0})
+    );
+    assert_eq!(
+        s.get_json("/druid/coordinator/v1/loadstatus?full").1,
+        json!({"_default_tier": {"wikipedia": 0}})
+    );
+    assert_eq!(s.get_json("/druid/coordinator/v1/datasources").1, json!([]));
     let (_, rules) = s.get_json("/druid/coordinator/v1/rules");
     assert_eq!(
         rules["_default"],
