@@ -128,7 +128,7 @@ impl InformationSchema {
                     name: ds,
                     table_type: "TABLE",
                     joinable_broadcast: false,
-                    columns: datasource_schema(&snap.timeline, &snap.hydrants),
+                    columns: datasource_schema(&snap.all_used, &snap.hydrants),
                 });
             }
         }

@@ -207,7 +207,12 @@ pub(crate) async fn list_datasources(
     State(state): State<Arc<AppState>>,
     Query(params): Params,
 ) -> Json<Value> {
-    let names = state.view.data_sources();
+    let names: Vec<String> = state
+        .view
+        .data_sources()
+        .into_iter()
+        .filter(|ds| served_segments(&state, ds).is_some())
+        .collect();
     if !flag(&params, "full") && !flag(&params, "simple") {
         return Json(json!(names));
     }

@@ -60,8 +60,12 @@ pub struct Hydrant {
 /// one lock, so a handoff is seen entirely or not at all.
 #[derive(Debug, Clone)]
 pub struct DataSourceSnapshot {
-    /// Visible published segments; empty when the datasource has only hydrants so far.
+    /// Visible published segments that this process serves (the coordinator's unloaded ones
+    /// left out); empty when the datasource has only hydrants so far.
     pub timeline: Arc<Timeline>,
+    /// Every visible used segment, those the coordinator left unloaded included: what a query
+    /// from deep storage reads (Druid's statements read segments kept only in deep storage).
+    pub all_used: Arc<Timeline>,
     /// Hydrants of one replica per sink (ordered by sink id, then sequence). Their rows are
     /// in addition to the timeline's: hydrants are never overshadowed by segments.
     pub hydrants: Arc<[Arc<Hydrant>]>,
@@ -334,11 +338,15 @@ impl SegmentView {
     }
 
     /// The timeline and the visible hydrants of a datasource, taken under one read lock; `None`
-    /// when it has neither visible segments nor visible hydrants.
+    /// when it has neither visible segments nor visible hydrants. A datasource whose segments
+    /// the coordinator all left unloaded still has a snapshot (its columns are known, as with
+    /// Druid's centralized datasource schema): plain queries see no rows, queries from deep
+    /// storage read [`DataSourceSnapshot::all_used`].
     pub fn snapshot(&self, data_source: &str) -> Option<DataSourceSnapshot> {
         let state = self.state.read().expect("view lock");
-        let timeline = state
-            .served
+        let timeline = state.served.get(data_source).cloned();
+        let all_used = state
+            .timelines
             .get(data_source)
             .filter(|t| !t.is_empty())
             .cloned();
@@ -348,21 +356,22 @@ impl SegmentView {
             .map(|r| Arc::clone(&r.visible))
             .filter(|h| !h.is_empty());
         drop(state);
-        if timeline.is_none() && hydrants.is_none() {
+        if all_used.is_none() && hydrants.is_none() {
             return None;
         }
+        let empty = || Arc::new(Timeline::build(std::iter::empty()));
         Some(DataSourceSnapshot {
-            timeline: timeline.unwrap_or_else(|| Arc::new(Timeline::build(std::iter::empty()))),
+            all_used: all_used.unwrap_or_else(empty),
+            timeline: timeline.unwrap_or_else(empty),
             hydrants: hydrants.unwrap_or_else(|| Arc::from(Vec::new())),
         })
     }
 
-    /// Datasources queries can read: with served segments (visible and not left unloaded by
-    /// the coordinator) or visible hydrants, sorted.
+    /// Datasources with visible used segments (served or not) or visible hydrants, sorted.
     pub fn data_sources(&self) -> Vec<String> {
         let state = self.state.read().expect("view lock");
         let mut v: Vec<String> = state
-            .served
+            .timelines
             .iter()
             .filter(|(_, t)| !t.is_empty())
             .map(|(k, _)| k.clone())

@@ -11,6 +11,11 @@
 //! | `--query-threads` | `DOLMEN_QUERY_THREADS` | `service.processing.numThreads` | number of cores |
 //! | `--emitter` | `DOLMEN_EMITTER` | `service.emitter` | `prometheus` |
 //! | | | `service.emitter.prometheus.namespace` | `druid` |
+//! | | | `service.coordinator.startDelay` | `PT300S` |
+//! | | | `service.coordinator.period` | `PT60S` |
+//! | | | `service.server.tier` | `_default_tier` |
+//! | | | `service.worker.category` | `_default_worker_category` |
+//! | | | `service.audit.manager.auditHistoryMillis` | 604800000 (one week) |
 //!
 //! `service.emitter` (Druid's `druid.emitter`) is `prometheus` (metrics recorded and served at
 //! `GET /metrics`) or `noop` (nothing recorded, `/metrics` is 404); see `dolmen_metrics`.

@@ -185,8 +185,14 @@ fn zero_replica_rules_unload_and_default_rules_apply() {
             "/service/v2/sql",
             &json!({"query": "SELECT COUNT(*) AS c FROM wikipedia"}),
         );
-        code != 200 || body[0]["c"] == 0
+        code == 200 && body[0]["c"] == 0
     });
+    // A query from deep storage still reads them.
+    let (code, body) = s.post_json(
+        "/service/v2/sql",
+        &json!({"query": "SELECT COUNT(*) AS c FROM wikipedia", "context": {"readFromDeepStorage": true}}),
+    );
+    assert_eq!((code, body), (200, json!([{"c": 39_244}])));
     // Still used: the metadata and sys.segments keep them, unavailable, with no replica asked.
     assert_eq!(s.used_segments(), 24);
     let rows = s.sql("SELECT is_active, is_available, num_replicas, replication_factor, COUNT(*) AS c FROM sys.segments GROUP BY 1, 2, 3, 4");
