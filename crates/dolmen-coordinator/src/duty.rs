@@ -46,6 +46,8 @@ pub struct CoordinatorOptions {
     pub tier: String,
     /// The clock rules are evaluated against.
     pub clock: Clock,
+    /// Auto-kill (`service.coordinator.kill.on` and the rest); `None` when off.
+    pub kill: Option<crate::kill::KillSettings>,
 }
 
 impl std::fmt::Debug for CoordinatorOptions {
@@ -54,6 +56,7 @@ impl std::fmt::Debug for CoordinatorOptions {
             .field("start_delay", &self.start_delay)
             .field("period", &self.period)
             .field("tier", &self.tier)
+            .field("kill", &self.kill)
             .finish_non_exhaustive()
     }
 }
@@ -65,6 +68,7 @@ impl Default for CoordinatorOptions {
             period: Duration::from_secs(60),
             tier: crate::rules::DEFAULT_TIER.to_string(),
             clock: Arc::new(dolmen_common::time::now_millis),
+            kill: None,
         }
     }
 }
@@ -82,6 +86,8 @@ pub struct RunStats {
     pub unloaded: u64,
     /// Segments no rule matched.
     pub unmatched: u64,
+    /// Kill tasks submitted by auto-kill.
+    pub kill_tasks: u64,
 }
 
 /// The coordinator: runs the duties on a schedule and holds the last assignments.
@@ -93,6 +99,9 @@ pub struct Coordinator {
     run_lock: tokio::sync::Mutex<()>,
     trigger: tokio::sync::Notify,
     runs: AtomicU64,
+    kill_submitter: std::sync::OnceLock<Arc<dyn crate::kill::KillTaskSubmitter>>,
+    /// When auto-kill last ran (clock ms).
+    last_kill: std::sync::Mutex<Option<i64>>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -141,7 +150,15 @@ impl Coordinator {
             run_lock: tokio::sync::Mutex::new(()),
             trigger: tokio::sync::Notify::new(),
             runs: AtomicU64::new(0),
+            kill_submitter: std::sync::OnceLock::new(),
+            last_kill: std::sync::Mutex::new(None),
         }))
+    }
+
+    /// Sets what auto-kill submits kill tasks through (the overlord); without it auto-kill does
+    /// nothing. Only the first call counts.
+    pub fn set_kill_submitter(&self, submitter: Arc<dyn crate::kill::KillTaskSubmitter>) {
+        let _ = self.kill_submitter.set(submitter);
     }
 
     /// The tier this process serves.
@@ -324,6 +341,27 @@ impl Coordinator {
         });
         for ds in &changed {
             self.view.refresh_data_source(ds).await?;
+        }
+        if let (Some(settings), Some(submitter)) = (&self.options.kill, self.kill_submitter.get()) {
+            let due = {
+                let last = self.last_kill.lock().expect("kill lock");
+                last.is_none_or(|t| {
+                    now.saturating_sub(t)
+                        >= i64::try_from(settings.period.as_millis()).unwrap_or(i64::MAX)
+                })
+            };
+            if due {
+                let ids = crate::kill::run_kill(
+                    &self.metadata,
+                    submitter.as_ref(),
+                    settings,
+                    &config,
+                    now,
+                )
+                .await?;
+                stats.kill_tasks = ids.len() as u64;
+                *self.last_kill.lock().expect("kill lock") = Some(now);
+            }
         }
         Ok(stats)
     }

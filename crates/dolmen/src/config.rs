@@ -16,6 +16,7 @@
 //! | | | `service.server.tier` | `_default_tier` |
 //! | | | `service.worker.category` | `_default_worker_category` |
 //! | | | `service.audit.manager.auditHistoryMillis` | 604800000 (one week) |
+//! | | | `service.coordinator.kill.on` (and `.period`, `.bufferPeriod`, `.durationToRetain`, `.ignoreDurationToRetain`, `.maxSegments`, `.maxInterval`) | false (PT1800S, P30D, P90D, false, 100, P30D) |
 //!
 //! `service.emitter` (Druid's `druid.emitter`) is `prometheus` (metrics recorded and served at
 //! `GET /metrics`) or `noop` (nothing recorded, `/metrics` is 404); see `dolmen_metrics`.
@@ -107,6 +108,11 @@ pub struct CoordinatorSettings {
     pub worker_category: String,
     /// `service.audit.manager.auditHistoryMillis`.
     pub audit_history_ms: i64,
+    /// Auto-kill (`service.coordinator.kill.on`, default false; then `.period` PT1800S, which
+    /// must not be shorter than the coordinator period, `.bufferPeriod` P30D,
+    /// `.durationToRetain` P90D, `.ignoreDurationToRetain` false, `.maxSegments` 100,
+    /// `.maxInterval` P30D).
+    pub kill: Option<dolmen_coordinator::kill::KillSettings>,
 }
 
 /// An ISO 8601 duration property of fixed length (`PT60S`, `PT1S`, `PT0S`; no months/years).
@@ -149,7 +155,55 @@ impl CoordinatorSettings {
             }
             Ok(v)
         };
+        let kill = if props
+            .get_parsed::<bool>("service.coordinator.kill.on")?
+            .unwrap_or(false)
+        {
+            let d = dolmen_coordinator::kill::KillSettings::default();
+            let period_property = |name: &str, default: dolmen_common::Period| {
+                props.get(name).map_or(Ok(default), |text| {
+                    dolmen_common::Period::parse(text).map_err(|e| {
+                        anyhow::anyhow!("{name}: [{text}] is not an ISO 8601 period: {}", e.0)
+                    })
+                })
+            };
+            let kill_period =
+                duration_property(props, "service.coordinator.kill.period", d.period)?;
+            if kill_period < period {
+                anyhow::bail!(
+                    "service.coordinator.kill.period: must not be shorter than service.coordinator.period"
+                );
+            }
+            let max_segments = props
+                .get_parsed::<usize>("service.coordinator.kill.maxSegments")?
+                .unwrap_or(d.max_segments);
+            if max_segments == 0 {
+                anyhow::bail!("service.coordinator.kill.maxSegments: must be positive");
+            }
+            Some(dolmen_coordinator::kill::KillSettings {
+                period: kill_period,
+                buffer_period: period_property(
+                    "service.coordinator.kill.bufferPeriod",
+                    d.buffer_period,
+                )?,
+                duration_to_retain: period_property(
+                    "service.coordinator.kill.durationToRetain",
+                    d.duration_to_retain,
+                )?,
+                ignore_duration_to_retain: props
+                    .get_parsed::<bool>("service.coordinator.kill.ignoreDurationToRetain")?
+                    .unwrap_or(false),
+                max_segments,
+                max_interval: period_property(
+                    "service.coordinator.kill.maxInterval",
+                    d.max_interval,
+                )?,
+            })
+        } else {
+            None
+        };
         Ok(CoordinatorSettings {
+            kill,
             start_delay: duration_property(
                 props,
                 "service.coordinator.startDelay",

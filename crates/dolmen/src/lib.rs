@@ -186,10 +186,12 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             period: config.coordinator.period,
             tier: config.coordinator.tier.clone(),
             clock: Arc::new(dolmen_common::time::now_millis),
+            kill: config.coordinator.kill.clone(),
         },
     )
     .await
     .context("cannot start the coordinator")?;
+    coordinator.set_kill_submitter(Arc::new(OverlordKillSubmitter(Arc::clone(&overlord))));
     let state = Arc::new(AppState {
         coordinator: Arc::clone(&coordinator),
         audit_history_ms: config.coordinator.audit_history_ms,
@@ -268,6 +270,24 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         background,
         background_shutdown,
     })
+}
+
+/// Auto-kill submits its kill tasks to the overlord ([`dolmen_coordinator::kill`]).
+struct OverlordKillSubmitter(Arc<Overlord>);
+
+#[async_trait::async_trait]
+impl dolmen_coordinator::kill::KillTaskSubmitter for OverlordKillSubmitter {
+    fn total_worker_capacity(&self) -> usize {
+        self.0.task_slots().0
+    }
+
+    fn active_task_ids(&self) -> Vec<String> {
+        self.0.active_task_ids()
+    }
+
+    async fn submit(&self, spec: serde_json::Value) -> Result<String, String> {
+        self.0.submit(spec).await.map_err(|e| e.to_string())
+    }
 }
 
 /// What every scrape computes ([`dolmen_metrics::Metrics::add_source`]): segment counts and

@@ -32,6 +32,10 @@ async fn fixture() -> Fixture {
             period: Duration::from_secs(3600),
             tier: "_default_tier".into(),
             clock: Arc::new(move || clock_now.load(Ordering::Acquire)),
+            kill: Some(crate::kill::KillSettings {
+                period: Duration::from_secs(3600),
+                ..Default::default()
+            }),
         },
     )
     .await
@@ -282,4 +286,85 @@ async fn the_loop_runs_on_its_period_and_stops_on_cancel() {
         rules["_default"].rules,
         json!([{"tieredReplicants": {"_default_tier": 2}, "useDefaultTierForNull": true, "type": "loadForever"}])
     );
+}
+
+/// Records submissions instead of running tasks.
+#[derive(Default)]
+struct Recorder {
+    submitted: std::sync::Mutex<Vec<Value>>,
+    capacity: usize,
+}
+
+#[async_trait::async_trait]
+impl crate::kill::KillTaskSubmitter for Recorder {
+    fn total_worker_capacity(&self) -> usize {
+        self.capacity
+    }
+    fn active_task_ids(&self) -> Vec<String> {
+        Vec::new()
+    }
+    async fn submit(&self, spec: Value) -> Result<String, String> {
+        let id = spec["id"].as_str().unwrap().to_string();
+        self.submitted.lock().unwrap().push(spec);
+        Ok(id)
+    }
+}
+
+#[tokio::test]
+async fn auto_kill_submits_for_old_unused_segments_within_slots_and_whitelist() {
+    let f = fixture().await;
+    publish_hours(f.metadata.as_ref(), "v1", 0..3).await;
+    set_rules(&f, "wiki", json!([{"type": "dropForever"}])).await;
+    let recorder = Arc::new(Recorder {
+        capacity: 1,
+        ..Recorder::default()
+    });
+    f.coordinator
+        .set_kill_submitter(Arc::clone(&recorder) as Arc<dyn crate::kill::KillTaskSubmitter>);
+    // Dropped now; one slot with ratio 0.1 gives no kill slot.
+    let stats = f.coordinator.run_once().await.unwrap();
+    assert_eq!((stats.dropped, stats.kill_tasks), (3, 0));
+    f.metadata
+        .set_config(
+            COORDINATOR_CONFIG_KEY,
+            None,
+            &json!({"killTaskSlotRatio": 1.0, "killDataSourceWhitelist": ["other"]}),
+        )
+        .await
+        .unwrap();
+    // Not whitelisted, and then not unused long enough (bufferPeriod P30D), nothing.
+    f.now.fetch_add(3_600_000, Ordering::AcqRel);
+    assert_eq!(f.coordinator.run_once().await.unwrap().kill_tasks, 0);
+    f.metadata
+        .set_config(
+            COORDINATOR_CONFIG_KEY,
+            None,
+            &json!({"killTaskSlotRatio": 1.0}),
+        )
+        .await
+        .unwrap();
+    f.now.fetch_add(3_600_000, Ordering::AcqRel);
+    assert_eq!(f.coordinator.run_once().await.unwrap().kill_tasks, 0);
+    // Past the buffer period (the real used-status time is now; the clock moves 31 days on),
+    // and the segments (2015) end long before now - P90D: one task for the three hours.
+    f.now.store(
+        dolmen_common::time::now_millis() + 31 * 24 * 3_600_000,
+        Ordering::Release,
+    );
+    assert_eq!(f.coordinator.run_once().await.unwrap().kill_tasks, 1);
+    let spec = recorder.submitted.lock().unwrap()[0].clone();
+    assert_eq!(spec["type"], "kill");
+    assert_eq!(spec["dataSource"], "wiki");
+    assert_eq!(
+        spec["interval"],
+        "2015-09-12T00:00:00.000Z/2015-09-12T03:00:00.000Z"
+    );
+    assert!(
+        spec["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("coordinator-issued_kill_wiki_")
+    );
+    // The kill period (1 hour) has not elapsed: no second task.
+    assert_eq!(f.coordinator.run_once().await.unwrap().kill_tasks, 0);
 }

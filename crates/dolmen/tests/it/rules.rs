@@ -504,3 +504,94 @@ fn pause_coordination_stops_drops() {
     );
     s.eventually("all dropped", |s| s.used_segments() == 0);
 }
+
+/// Auto-kill: dropped segments are deleted for good by coordinator-issued kill tasks once the
+/// dynamic config gives them a task slot; only whitelisted datasources.
+#[test]
+fn auto_kill_deletes_dropped_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_fast(
+        dir.path(),
+        "service.worker.capacity=2\nservice.coordinator.kill.on=true\nservice.coordinator.kill.period=PT1S\n\
+         service.coordinator.kill.bufferPeriod=PT0S\nservice.coordinator.kill.durationToRetain=PT0S\n",
+    );
+    let st = s.run_task(&hourly_wikipedia());
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    assert_eq!(
+        s.post_audited(
+            "/druid/coordinator/v1/rules/wikipedia",
+            &json!([{"type": "dropForever"}]),
+            "",
+            ""
+        )
+        .0,
+        200
+    );
+    s.eventually("all dropped", |s| s.used_segments() == 0);
+    // Ratio 0.1 of 2 slots: no kill slot, the unused segments stay.
+    std::thread::sleep(Duration::from_millis(2000));
+    let unused = |s: &Server| {
+        let (code, body) = s.get_json(
+            "/druid/coordinator/v1/metadata/datasources/wikipedia/segments?includeUnused",
+        );
+        if code == 200 {
+            body.as_array().map_or(0, Vec::len)
+        } else {
+            0
+        }
+    };
+    assert_eq!(unused(&s), 24);
+    let tasks = s.sql("SELECT COUNT(*) AS c FROM sys.tasks WHERE type = 'kill'");
+    assert_eq!(tasks[0]["c"], 0);
+    // A whitelist without the datasource: still nothing.
+    assert_eq!(
+        s.post_audited(
+            "/druid/coordinator/v1/config",
+            &json!({"killTaskSlotRatio": 1.0, "killDataSourceWhitelist": ["other"]}),
+            "",
+            ""
+        )
+        .0,
+        200
+    );
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(unused(&s), 24);
+    assert_eq!(walk(&dir.path().join("data/deep-storage")).len(), 24);
+    assert_eq!(
+        s.post_audited(
+            "/druid/coordinator/v1/config",
+            &json!({"killDataSourceWhitelist": []}),
+            "",
+            ""
+        )
+        .0,
+        200
+    );
+    s.eventually("killed", |s| unused(s) == 0);
+    let tasks = s.sql("SELECT task_id, status FROM sys.tasks WHERE type = 'kill'");
+    assert!(!tasks.is_empty());
+    assert!(tasks.iter().all(|t| {
+        t["task_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("coordinator-issued_kill_wikipedia_")
+    }));
+    // Deep storage holds no segment file any more.
+    let files = walk(&dir.path().join("data/deep-storage"));
+    assert_eq!(files, Vec::<String>::new());
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    out
+}
