@@ -19,6 +19,10 @@ pub const SELECT_STRATEGY_TYPES: [&str; 7] = [
     "javascript",
 ];
 
+/// The configuration name, audit key and type of the overlord's dynamic configuration
+/// (Druid's `WorkerBehaviorConfig.CONFIG_KEY`).
+pub const WORKER_CONFIG_KEY: &str = "worker.config";
+
 /// Druid's default worker category (`WorkerConfig.DEFAULT_CATEGORY`).
 pub const DEFAULT_WORKER_CATEGORY: &str = "_default_worker_category";
 
@@ -295,6 +299,187 @@ mod tests {
         assert!(
             e(json!({"selectStrategy": {"type": "javascript", "function": "x"}}))
                 .contains("javascript")
+        );
+    }
+}
+
+/// What the stored worker configuration says about running a task on this process (Druid's
+/// `WorkerSelectStrategy` with one worker): category and affinity requirements, and the
+/// per-type slot limits (`taskLimits`).
+#[derive(Debug, Clone, Default)]
+pub struct WorkerSelection {
+    strategy: Option<Value>,
+}
+
+/// This process as a worker, and the task asking for a slot.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotRequest<'a> {
+    /// The task's type (`index_parallel`, `kill`, ...).
+    pub task_type: &'a str,
+    /// The task's datasource.
+    pub data_source: &'a str,
+    /// This worker's `host:port`.
+    pub host_port: &'a str,
+    /// This worker's category (`service.worker.category`).
+    pub category: &'a str,
+    /// This worker's capacity (task slots).
+    pub capacity: usize,
+    /// Tasks of the same type running now.
+    pub running_of_type: usize,
+}
+
+impl WorkerSelection {
+    /// From the stored configuration document (`None`: nothing stored, everything admitted).
+    pub fn from_stored(doc: Option<&Value>) -> WorkerSelection {
+        WorkerSelection {
+            strategy: doc
+                .and_then(|d| d.get("selectStrategy"))
+                .filter(|s| s.is_object())
+                .cloned(),
+        }
+    }
+
+    /// `Ok` when the task may take a slot here now; else why not (it stays PENDING, as in
+    /// Druid when no worker fits).
+    ///
+    /// # Errors
+    /// The reason, for the task log.
+    pub fn admits(&self, r: &SlotRequest<'_>) -> Result<(), String> {
+        let Some(s) = &self.strategy else {
+            return Ok(());
+        };
+        // Category spec: the preferred category of the task's type (by datasource, else the
+        // type's default); with `strong`, only a worker of that category runs it.
+        if let Some(spec) = s.get("workerCategorySpec").filter(|v| v.is_object()) {
+            let strong = spec.get("strong").and_then(Value::as_bool).unwrap_or(false);
+            let preferred = spec
+                .get("categoryMap")
+                .and_then(|m| m.get(r.task_type))
+                .and_then(|c| {
+                    c.get("categoryAffinity")
+                        .and_then(|a| a.get(r.data_source))
+                        .and_then(Value::as_str)
+                        .or_else(|| c.get("defaultCategory").and_then(Value::as_str))
+                });
+            if let Some(p) = preferred
+                && strong
+                && p != r.category
+            {
+                return Err(format!(
+                    "the worker configuration sends [{}] tasks of datasource [{}] only to workers of category [{p}] (strong); this worker's category is [{}]",
+                    r.task_type, r.data_source, r.category
+                ));
+            }
+        }
+        // Affinity: with `strong`, a datasource listed there runs only on its hosts.
+        if let Some(aff) = s.get("affinityConfig").filter(|v| v.is_object()) {
+            let strong = aff.get("strong").and_then(Value::as_bool).unwrap_or(false);
+            if let Some(hosts) = aff
+                .get("affinity")
+                .and_then(|a| a.get(r.data_source))
+                .and_then(Value::as_array)
+                && strong
+                && !hosts.iter().any(|h| h.as_str() == Some(r.host_port))
+            {
+                return Err(format!(
+                    "the worker configuration runs tasks of datasource [{}] only on {} (strong affinity); this worker is [{}]",
+                    r.data_source,
+                    Value::Array(hosts.clone()),
+                    r.host_port
+                ));
+            }
+        }
+        // Task limits: at most `maxSlotCountByType` and `floor(capacity * maxSlotRatioByType)`
+        // slots for the type.
+        let limits = s.get("taskLimits");
+        let count = limits
+            .and_then(|l| l.get("maxSlotCountByType"))
+            .and_then(|m| m.get(r.task_type))
+            .and_then(Value::as_u64);
+        let ratio = limits
+            .and_then(|l| l.get("maxSlotRatioByType"))
+            .and_then(|m| m.get(r.task_type))
+            .and_then(Value::as_f64)
+            .map(|x| (x * r.capacity as f64).floor() as u64);
+        let limit = match (count, ratio) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(limit) = limit
+            && r.running_of_type as u64 >= limit
+        {
+            return Err(format!(
+                "the worker configuration allows at most [{limit}] slots for [{}] tasks; [{}] run now",
+                r.task_type, r.running_of_type
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod selection_tests {
+    use super::*;
+
+    fn req<'a>(task_type: &'a str, running: usize) -> SlotRequest<'a> {
+        SlotRequest {
+            task_type,
+            data_source: "wiki",
+            host_port: "localhost:8888",
+            category: DEFAULT_WORKER_CATEGORY,
+            capacity: 4,
+            running_of_type: running,
+        }
+    }
+
+    fn sel(v: Value) -> WorkerSelection {
+        WorkerSelection::from_stored(Some(&parse_worker_config(&v).unwrap()))
+    }
+
+    #[test]
+    fn limits_categories_and_affinity() {
+        assert!(
+            WorkerSelection::from_stored(None)
+                .admits(&req("index", 9))
+                .is_ok()
+        );
+        let limits = sel(json!({"selectStrategy": {"type": "fillCapacity",
+            "taskLimits": {"maxSlotCountByType": {"index": 2}, "maxSlotRatioByType": {"kill": 0.5}}}}));
+        assert!(limits.admits(&req("index", 1)).is_ok());
+        assert!(
+            limits
+                .admits(&req("index", 2))
+                .unwrap_err()
+                .contains("at most [2]")
+        );
+        assert!(limits.admits(&req("kill", 1)).is_ok());
+        assert!(limits.admits(&req("kill", 2)).is_err());
+        assert!(limits.admits(&req("other", 100)).is_ok());
+
+        let strong = sel(
+            json!({"selectStrategy": {"type": "equalDistributionWithCategorySpec",
+            "workerCategorySpec": {"strong": true, "categoryMap": {"index_parallel": {"defaultCategory": "c1", "categoryAffinity": {"wiki": "_default_worker_category"}}, "kill": {"defaultCategory": "c1"}}}}}),
+        );
+        assert!(strong.admits(&req("index_parallel", 0)).is_ok());
+        assert!(
+            strong
+                .admits(&req("kill", 0))
+                .unwrap_err()
+                .contains("category [c1]")
+        );
+        assert!(strong.admits(&req("index", 0)).is_ok());
+        let weak = sel(
+            json!({"selectStrategy": {"type": "fillCapacityWithCategorySpec",
+            "workerCategorySpec": {"strong": false, "categoryMap": {"kill": {"defaultCategory": "c1"}}}}}),
+        );
+        assert!(weak.admits(&req("kill", 0)).is_ok());
+
+        let aff = sel(json!({"selectStrategy": {"type": "fillCapacity",
+            "affinityConfig": {"affinity": {"wiki": ["other:8091"]}, "strong": true}}}));
+        assert!(
+            aff.admits(&req("index", 0))
+                .unwrap_err()
+                .contains("strong affinity")
         );
     }
 }

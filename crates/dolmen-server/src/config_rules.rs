@@ -35,9 +35,7 @@ type Params = Query<HashMap<String, String>>;
 /// Druid's default audit history window, ms (`druid.audit.manager.auditHistoryMillis`: 7 days).
 pub const DEFAULT_AUDIT_HISTORY_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 
-/// The configuration name, audit key and type of the overlord's dynamic configuration
-/// (Druid's `WorkerBehaviorConfig.CONFIG_KEY`).
-pub const WORKER_CONFIG_KEY: &str = "worker.config";
+pub use dolmen_overlord::worker_config::WORKER_CONFIG_KEY;
 
 /// Who is making a change: author and comment headers (spec `X-Service-*`, Druid `X-Druid-*`)
 /// and the client's address.

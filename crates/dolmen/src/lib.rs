@@ -133,6 +133,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             host: advertised_host(&config.host),
             port: addr.port(),
             metrics: metrics.clone(),
+            category: config.coordinator.worker_category.clone(),
         },
     )
     .await

@@ -595,3 +595,59 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+/// The overlord's worker configuration is honoured: a strong category spec sending
+/// `index_parallel` tasks to another category keeps them PENDING, and so does a zero slot
+/// limit for the type; lifting it lets the task run.
+#[test]
+fn worker_config_category_and_limits_hold_tasks_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_fast(dir.path(), "");
+    let status = |s: &Server, id: &str| {
+        s.get_json(&format!("/service/indexer/v1/task/{id}/status"))
+            .1["status"]
+            .clone()
+    };
+    for strategy in [
+        json!({"type": "equalDistributionWithCategorySpec",
+               "workerCategorySpec": {"strong": true, "categoryMap": {"index_parallel": {"defaultCategory": "big"}}}}),
+        json!({"type": "fillCapacity", "taskLimits": {"maxSlotCountByType": {"index_parallel": 0}}}),
+    ] {
+        assert_eq!(
+            s.post_audited(
+                "/druid/indexer/v1/worker",
+                &json!({"selectStrategy": strategy}),
+                "",
+                ""
+            )
+            .0,
+            200
+        );
+        let (code, body) = s.post_json("/service/indexer/v1/task", &hourly_wikipedia());
+        assert_eq!(code, 200, "{body}");
+        let id = body["task"].as_str().unwrap().to_string();
+        std::thread::sleep(Duration::from_millis(2500));
+        let st = status(&s, &id);
+        assert_eq!(
+            (st["status"].as_str(), st["runnerStatusCode"].as_str()),
+            (Some("RUNNING"), Some("PENDING")),
+            "{st}"
+        );
+        assert_eq!(
+            s.get_json("/druid/indexer/v1/workers").1[0]["currCapacityUsed"],
+            0
+        );
+        assert_eq!(
+            s.post_audited(
+                "/druid/indexer/v1/worker",
+                &json!({"selectStrategy": {"type": "fillCapacity"}}),
+                "",
+                ""
+            )
+            .0,
+            200
+        );
+        let st = s.wait_task(&id);
+        assert_eq!(st["status"], "SUCCESS", "{st}");
+    }
+}
