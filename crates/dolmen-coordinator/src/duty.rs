@@ -48,6 +48,30 @@ pub struct CoordinatorOptions {
     pub clock: Clock,
     /// Auto-kill (`service.coordinator.kill.on` and the rest); `None` when off.
     pub kill: Option<crate::kill::KillSettings>,
+    /// Audit log cleanup (`service.coordinator.kill.audit.*`; default on, daily, keeping 90 days);
+    /// `None` when off.
+    pub audit_cleanup: Option<Retention>,
+    /// Cleanup of the rules of datasources without segments (`service.coordinator.kill.rule.*`;
+    /// default on, daily, keeping 90 days); `None` when off.
+    pub rules_cleanup: Option<Retention>,
+}
+
+/// A metadata cleanup duty's schedule and retention (Druid's `MetadataCleanupConfig`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    /// How often it runs (`period`, default P1D).
+    pub period: Duration,
+    /// What is kept (`durationToRetain`, default P90D).
+    pub duration_to_retain: dolmen_common::Period,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            period: Duration::from_secs(24 * 3600),
+            duration_to_retain: dolmen_common::Period::parse("P90D").expect("constant period"),
+        }
+    }
 }
 
 impl std::fmt::Debug for CoordinatorOptions {
@@ -57,6 +81,8 @@ impl std::fmt::Debug for CoordinatorOptions {
             .field("period", &self.period)
             .field("tier", &self.tier)
             .field("kill", &self.kill)
+            .field("audit_cleanup", &self.audit_cleanup)
+            .field("rules_cleanup", &self.rules_cleanup)
             .finish_non_exhaustive()
     }
 }
@@ -69,6 +95,8 @@ impl Default for CoordinatorOptions {
             tier: crate::rules::DEFAULT_TIER.to_string(),
             clock: Arc::new(dolmen_common::time::now_millis),
             kill: None,
+            audit_cleanup: Some(Retention::default()),
+            rules_cleanup: Some(Retention::default()),
         }
     }
 }
@@ -88,6 +116,10 @@ pub struct RunStats {
     pub unmatched: u64,
     /// Kill tasks submitted by auto-kill.
     pub kill_tasks: u64,
+    /// Audit entries deleted by the audit cleanup.
+    pub audit_deleted: u64,
+    /// Datasources whose rules the rules cleanup deleted.
+    pub rules_deleted: u64,
 }
 
 /// The coordinator: runs the duties on a schedule and holds the last assignments.
@@ -102,6 +134,8 @@ pub struct Coordinator {
     kill_submitter: std::sync::OnceLock<Arc<dyn crate::kill::KillTaskSubmitter>>,
     /// When auto-kill last ran (clock ms).
     last_kill: std::sync::Mutex<Option<i64>>,
+    /// When the audit and rules cleanups last ran (clock ms).
+    last_cleanup: std::sync::Mutex<[Option<i64>; 2]>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -152,6 +186,7 @@ impl Coordinator {
             runs: AtomicU64::new(0),
             kill_submitter: std::sync::OnceLock::new(),
             last_kill: std::sync::Mutex::new(None),
+            last_cleanup: std::sync::Mutex::new([None, None]),
         }))
     }
 
@@ -362,6 +397,38 @@ impl Coordinator {
                 stats.kill_tasks = ids.len() as u64;
                 *self.last_kill.lock().expect("kill lock") = Some(now);
             }
+        }
+        for (slot, retention) in [&self.options.audit_cleanup, &self.options.rules_cleanup]
+            .into_iter()
+            .enumerate()
+        {
+            let Some(retention) = retention else {
+                continue;
+            };
+            let due = self.last_cleanup.lock().expect("cleanup lock")[slot].is_none_or(|t| {
+                now.saturating_sub(t)
+                    >= i64::try_from(retention.period.as_millis()).unwrap_or(i64::MAX)
+            });
+            if !due {
+                continue;
+            }
+            let before = retention
+                .duration_to_retain
+                .checked_add_to(now, -1, &dolmen_common::Zone::Utc)
+                .unwrap_or(i64::MIN);
+            if slot == 0 {
+                stats.audit_deleted = self.metadata.delete_audit_before(before).await?;
+            } else {
+                let gone = self
+                    .metadata
+                    .delete_rules_of_absent_data_sources(before)
+                    .await?;
+                if !gone.is_empty() {
+                    tracing::info!(datasources = ?gone, "deleted the rules of datasources without segments");
+                }
+                stats.rules_deleted = gone.len() as u64;
+            }
+            self.last_cleanup.lock().expect("cleanup lock")[slot] = Some(now);
         }
         Ok(stats)
     }

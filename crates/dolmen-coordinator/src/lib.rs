@@ -13,4 +13,4 @@ pub mod kill;
 pub mod rules;
 
 pub use config::CoordinatorDynamicConfig;
-pub use duty::{Coordinator, CoordinatorOptions};
+pub use duty::{Coordinator, CoordinatorOptions, Retention};

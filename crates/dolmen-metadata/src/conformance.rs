@@ -797,6 +797,65 @@ pub async fn audited_config(store: &dyn MetadataStore) {
     assert_eq!(h[0].info.author, "bo");
 }
 
+/// Cleanup: old audit entries go; rules of datasources without any segment go once old, never
+/// `_default` and never those of datasources with segments.
+pub async fn audit_and_rules_cleanup(store: &dyn MetadataStore) {
+    use crate::{AuditInfo, AuditQuery};
+    use serde_json::json;
+    let info = AuditInfo::default();
+    store
+        .init_rules("_default", &json!([{"type": "loadForever"}]))
+        .await
+        .unwrap();
+    store
+        .set_rules("gone", &json!([{"type": "dropForever"}]), &info)
+        .await
+        .unwrap();
+    store
+        .set_rules("ds", &json!([{"type": "dropForever"}]), &info)
+        .await
+        .unwrap();
+    store
+        .publish_segments(PublishRequest {
+            data_source: "ds".into(),
+            segments: vec![new_segment("2015-09-12/2015-09-13", "/a")],
+            mode: PublishMode::Overwrite {
+                version: "v1".into(),
+            },
+            drop_existing: vec![],
+            commit: None,
+        })
+        .await
+        .unwrap();
+    // Nothing is old enough yet.
+    assert_eq!(
+        store.delete_rules_of_absent_data_sources(0).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(store.delete_audit_before(0).await.unwrap(), 0);
+    let later = dolmen_common::time::now_millis() + 1000;
+    assert_eq!(
+        store
+            .delete_rules_of_absent_data_sources(later)
+            .await
+            .unwrap(),
+        vec!["gone".to_string()]
+    );
+    let rules = store.rules().await.unwrap();
+    assert_eq!(
+        rules.keys().cloned().collect::<Vec<_>>(),
+        vec!["_default", "ds"]
+    );
+    assert_eq!(store.delete_audit_before(later).await.unwrap(), 2);
+    assert!(
+        store
+            .audit_history(crate::RULES_AUDIT_TYPE, None, &AuditQuery::Count(10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// Instantiates the conformance suite for a backend: `metadata_store_conformance!(async { store })`.
 #[macro_export]
 macro_rules! metadata_store_conformance {
@@ -860,6 +919,11 @@ macro_rules! metadata_store_conformance {
         async fn conformance_audited_config() {
             let s = $make;
             $crate::conformance::audited_config(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_audit_and_rules_cleanup() {
+            let s = $make;
+            $crate::conformance::audit_and_rules_cleanup(&s).await;
         }
     };
 }

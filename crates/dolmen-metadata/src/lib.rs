@@ -256,6 +256,15 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
     /// (the initial `_default` rules at start-up); returns whether it stored them.
     async fn init_rules(&self, data_source: &str, rules: &serde_json::Value) -> Result<bool>;
 
+    /// Deletes the audit entries created before `before_ms`; returns how many (Druid's
+    /// `KillAuditLog` duty).
+    async fn delete_audit_before(&self, before_ms: i64) -> Result<u64>;
+
+    /// Deletes every rules version of the datasources (never `_default`) that have no segment
+    /// at all, used or unused, and whose newest rules version is older than `before_ms`; returns
+    /// the datasources cleaned (Druid's `KillRules` duty).
+    async fn delete_rules_of_absent_data_sources(&self, before_ms: i64) -> Result<Vec<String>>;
+
     /// Audit entries of `audit_type` (and of `key` when given) selected by `query`.
     async fn audit_history(
         &self,

@@ -952,6 +952,43 @@ impl MetadataStore for SqlMetadataStore {
         Ok(true)
     }
 
+    async fn delete_audit_before(&self, before_ms: i64) -> Result<u64> {
+        let _guard = self.write_lock.lock().await;
+        let n = sqlx::query("DELETE FROM audit WHERE created_ms < $1")
+            .bind(before_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(n)
+    }
+
+    async fn delete_rules_of_absent_data_sources(&self, before_ms: i64) -> Result<Vec<String>> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(
+            "SELECT r.datasource, r.version, r.payload FROM rules r JOIN (SELECT datasource, MAX(seq) AS seq FROM rules GROUP BY datasource) m ON r.datasource = m.datasource AND r.seq = m.seq WHERE r.datasource <> $1 AND NOT EXISTS (SELECT 1 FROM segments s WHERE s.datasource = r.datasource)",
+        )
+        .bind(DEFAULT_RULES_NAME)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut cleaned = Vec::new();
+        for row in &rows {
+            let rec = decode_rules(row)?;
+            let old =
+                dolmen_common::time::parse_iso_instant(&rec.version).is_ok_and(|t| t < before_ms);
+            if old {
+                sqlx::query("DELETE FROM rules WHERE datasource = $1")
+                    .bind(&rec.data_source)
+                    .execute(&mut *tx)
+                    .await?;
+                cleaned.push(rec.data_source);
+            }
+        }
+        tx.commit().await?;
+        cleaned.sort();
+        Ok(cleaned)
+    }
+
     async fn audit_history(
         &self,
         audit_type: &str,
@@ -985,6 +1022,9 @@ impl MetadataStore for SqlMetadataStore {
         rows.iter().map(decode_audit).collect()
     }
 }
+
+/// The rules entry that cleanup never deletes (the cluster-wide defaults).
+const DEFAULT_RULES_NAME: &str = "_default";
 
 const AUDIT_COLUMNS: &str =
     "id, audit_key, audit_type, author, comment, ip, identity, payload, created_ms";

@@ -16,6 +16,7 @@
 //! | | | `service.server.tier` | `_default_tier` |
 //! | | | `service.worker.category` | `_default_worker_category` |
 //! | | | `service.audit.manager.auditHistoryMillis` | 604800000 (one week) |
+//! | | | `service.coordinator.kill.audit.on`, `service.coordinator.kill.rule.on` (and `.period`, `.durationToRetain`) | true (P1D, P90D) |
 //! | | | `service.coordinator.kill.on` (and `.period`, `.bufferPeriod`, `.durationToRetain`, `.ignoreDurationToRetain`, `.maxSegments`, `.maxInterval`) | false (PT1800S, P30D, P90D, false, 100, P30D) |
 //!
 //! `service.emitter` (Druid's `druid.emitter`) is `prometheus` (metrics recorded and served at
@@ -113,6 +114,37 @@ pub struct CoordinatorSettings {
     /// `.durationToRetain` P90D, `.ignoreDurationToRetain` false, `.maxSegments` 100,
     /// `.maxInterval` P30D).
     pub kill: Option<dolmen_coordinator::kill::KillSettings>,
+    /// Audit log cleanup (`service.coordinator.kill.audit.on`, default true; `.period` P1D,
+    /// `.durationToRetain` P90D).
+    pub audit_cleanup: Option<dolmen_coordinator::Retention>,
+    /// Rules cleanup for datasources without segments (`service.coordinator.kill.rule.on`,
+    /// default true; `.period` P1D, `.durationToRetain` P90D).
+    pub rules_cleanup: Option<dolmen_coordinator::Retention>,
+}
+
+/// `service.coordinator.kill.<what>.{on,period,durationToRetain}`.
+fn retention_property(
+    props: &Properties,
+    what: &str,
+) -> anyhow::Result<Option<dolmen_coordinator::Retention>> {
+    let p = format!("service.coordinator.kill.{what}");
+    if !props
+        .get_parsed::<bool>(&format!("{p}.on"))?
+        .unwrap_or(true)
+    {
+        return Ok(None);
+    }
+    let d = dolmen_coordinator::Retention::default();
+    let name = format!("{p}.durationToRetain");
+    let duration_to_retain = match props.get(&name) {
+        Some(text) => dolmen_common::Period::parse(text)
+            .map_err(|e| anyhow::anyhow!("{name}: [{text}] is not an ISO 8601 period: {}", e.0))?,
+        None => d.duration_to_retain,
+    };
+    Ok(Some(dolmen_coordinator::Retention {
+        period: duration_property(props, &format!("{p}.period"), d.period)?,
+        duration_to_retain,
+    }))
 }
 
 /// An ISO 8601 duration property of fixed length (`PT60S`, `PT1S`, `PT0S`; no months/years).
@@ -203,6 +235,8 @@ impl CoordinatorSettings {
             None
         };
         Ok(CoordinatorSettings {
+            audit_cleanup: retention_property(props, "audit")?,
+            rules_cleanup: retention_property(props, "rule")?,
             kill,
             start_delay: duration_property(
                 props,

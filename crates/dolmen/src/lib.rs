@@ -188,6 +188,8 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             tier: config.coordinator.tier.clone(),
             clock: Arc::new(dolmen_common::time::now_millis),
             kill: config.coordinator.kill.clone(),
+            audit_cleanup: config.coordinator.audit_cleanup.clone(),
+            rules_cleanup: config.coordinator.rules_cleanup.clone(),
         },
     )
     .await

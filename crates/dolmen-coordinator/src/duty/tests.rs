@@ -36,6 +36,8 @@ async fn fixture() -> Fixture {
                 period: Duration::from_secs(3600),
                 ..Default::default()
             }),
+            audit_cleanup: Some(Retention::default()),
+            rules_cleanup: Some(Retention::default()),
         },
     )
     .await
@@ -367,4 +369,21 @@ async fn auto_kill_submits_for_old_unused_segments_within_slots_and_whitelist() 
     );
     // The kill period (1 hour) has not elapsed: no second task.
     assert_eq!(f.coordinator.run_once().await.unwrap().kill_tasks, 0);
+}
+
+#[tokio::test]
+async fn cleanup_deletes_old_audit_entries_and_rules_of_absent_datasources() {
+    let f = fixture().await;
+    set_rules(&f, "gone", json!([{"type": "dropForever"}])).await;
+    let stats = f.coordinator.run_once().await.unwrap();
+    assert_eq!((stats.audit_deleted, stats.rules_deleted), (0, 0));
+    // 91 days later (and a day after the last cleanup): both go.
+    f.now.store(
+        dolmen_common::time::now_millis() + 91 * 24 * 3_600_000,
+        Ordering::Release,
+    );
+    let stats = f.coordinator.run_once().await.unwrap();
+    assert_eq!((stats.audit_deleted, stats.rules_deleted), (1, 1));
+    assert!(!f.metadata.rules().await.unwrap().contains_key("gone"));
+    assert!(f.metadata.rules().await.unwrap().contains_key("_default"));
 }
