@@ -136,7 +136,16 @@ pub struct Coordinator {
     last_kill: std::sync::Mutex<Option<i64>>,
     /// When the audit and rules cleanups last ran (clock ms).
     last_cleanup: std::sync::Mutex<[Option<i64>; 2]>,
+    /// The segment cache this process serves from (set by the binary).
+    cache: std::sync::OnceLock<Arc<dolmen_storage::SegmentCache>>,
+    /// Segments the previous run decided not to serve: their cached copies are removed by the
+    /// next run if it still does not serve them (a period's grace for queries planned before).
+    evict_candidates: std::sync::Mutex<HashMap<String, Arc<DataSegment>>>,
 }
+
+/// Most segments one run fetches into the segment cache (Druid's
+/// `maxSegmentsInNodeLoadingQueue` default).
+const MAX_LOADS_PER_RUN: usize = 500;
 
 impl std::fmt::Debug for Coordinator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -187,6 +196,8 @@ impl Coordinator {
             kill_submitter: std::sync::OnceLock::new(),
             last_kill: std::sync::Mutex::new(None),
             last_cleanup: std::sync::Mutex::new([None, None]),
+            cache: std::sync::OnceLock::new(),
+            evict_candidates: std::sync::Mutex::new(HashMap::new()),
         }))
     }
 
@@ -194,6 +205,13 @@ impl Coordinator {
     /// nothing. Only the first call counts.
     pub fn set_kill_submitter(&self, submitter: Arc<dyn crate::kill::KillTaskSubmitter>) {
         let _ = self.kill_submitter.set(submitter);
+    }
+
+    /// Sets the segment cache: each run then fetches the segments it serves into it (as a
+    /// historical loads what the coordinator assigns) and removes the copies of segments it
+    /// no longer serves. Only the first call counts.
+    pub fn set_segment_cache(&self, cache: Arc<dolmen_storage::SegmentCache>) {
+        let _ = self.cache.set(cache);
     }
 
     /// The tier this process serves.
@@ -288,6 +306,10 @@ impl Coordinator {
 
         let mut stats = RunStats::default();
         let mut assignments = HashMap::new();
+        // What this run serves, and what it stopped serving (dropped, overshadowed and
+        // marked unused, or left unloaded), for the segment cache.
+        let mut to_load: Vec<Arc<DataSegment>> = Vec::new();
+        let mut not_served: HashMap<String, Arc<DataSegment>> = HashMap::new();
         let mut unloaded = 0u64;
         let mut changed: Vec<String> = Vec::new();
         let overshadow_ok = now - self.started_ms >= config.millis_to_wait_before_deleting();
@@ -305,6 +327,9 @@ impl Coordinator {
             for seg in &segments {
                 if timeline.is_overshadowed(&seg.id()) {
                     overshadowed_ids.push(seg.identifier.clone());
+                    if overshadow_ok {
+                        not_served.insert(seg.identifier.clone(), Arc::clone(seg));
+                    }
                     continue;
                 }
                 let Some(rule) = ds_rules.iter().find(|r| r.applies_to(&seg.interval, now)) else {
@@ -312,8 +337,12 @@ impl Coordinator {
                     continue;
                 };
                 match &rule.action {
-                    RuleAction::Drop => drop_ids.push(seg.identifier.clone()),
+                    RuleAction::Drop => {
+                        drop_ids.push(seg.identifier.clone());
+                        not_served.insert(seg.identifier.clone(), Arc::clone(seg));
+                    }
                     RuleAction::Broadcast => {
+                        to_load.push(Arc::clone(seg));
                         assignments.insert(
                             seg.identifier.clone(),
                             SegmentLoad {
@@ -331,8 +360,11 @@ impl Coordinator {
                             .copied()
                             .unwrap_or(0);
                         let loaded = here > 0;
-                        if !loaded {
+                        if loaded {
+                            to_load.push(Arc::clone(seg));
+                        } else {
                             unloaded += 1;
+                            not_served.insert(seg.identifier.clone(), Arc::clone(seg));
                         }
                         assignments.insert(
                             seg.identifier.clone(),
@@ -376,6 +408,9 @@ impl Coordinator {
         });
         for ds in &changed {
             self.view.refresh_data_source(ds).await?;
+        }
+        if let Some(cache) = self.cache.get() {
+            self.manage_cache(cache, &to_load, not_served).await;
         }
         if let (Some(settings), Some(submitter)) = (&self.options.kill, self.kill_submitter.get()) {
             let due = {
@@ -431,6 +466,45 @@ impl Coordinator {
             self.last_cleanup.lock().expect("cleanup lock")[slot] = Some(now);
         }
         Ok(stats)
+    }
+}
+
+impl Coordinator {
+    /// Fetches served segments into the cache (at most [`MAX_LOADS_PER_RUN`] per run) and
+    /// removes the copies of segments the previous run already stopped serving and this one
+    /// does not serve either. Failures are logged; queries still fetch on demand.
+    async fn manage_cache(
+        &self,
+        cache: &dolmen_storage::SegmentCache,
+        to_load: &[Arc<DataSegment>],
+        not_served: HashMap<String, Arc<DataSegment>>,
+    ) {
+        let previous = std::mem::replace(
+            &mut *self.evict_candidates.lock().expect("evict lock"),
+            not_served,
+        );
+        let served: std::collections::HashSet<&str> =
+            to_load.iter().map(|s| s.identifier.as_str()).collect();
+        let still_not_served: Vec<Arc<DataSegment>> = previous
+            .into_values()
+            .filter(|s| !served.contains(s.identifier.as_str()))
+            .collect();
+        for seg in still_not_served {
+            if cache.is_loaded(&seg)
+                && let Err(e) = cache.drop_segment(&seg).await
+            {
+                tracing::warn!(segment = %seg.identifier, error = %e, "cannot remove a segment from the cache");
+            }
+        }
+        for seg in to_load
+            .iter()
+            .filter(|s| !cache.is_loaded(s))
+            .take(MAX_LOADS_PER_RUN)
+        {
+            if let Err(e) = cache.ensure_loaded(seg).await {
+                tracing::warn!(segment = %seg.identifier, error = %e, "cannot load a segment into the cache");
+            }
+        }
     }
 }
 

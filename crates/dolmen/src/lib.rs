@@ -195,6 +195,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     .await
     .context("cannot start the coordinator")?;
     coordinator.set_kill_submitter(Arc::new(OverlordKillSubmitter(Arc::clone(&overlord))));
+    coordinator.set_segment_cache(Arc::clone(&cache));
     let state = Arc::new(AppState {
         coordinator: Arc::clone(&coordinator),
         audit_history_ms: config.coordinator.audit_history_ms,

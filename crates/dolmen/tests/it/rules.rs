@@ -99,6 +99,9 @@ fn interval_load_then_drop_forever_and_back() {
     assert_eq!((code, body.as_str()), (200, ""));
     s.eventually("12 used segments", |s| s.used_segments() == 12);
     assert_eq!(s.count_rows(), second_half);
+    // The segment cache keeps what is served: the dropped hours leave it a run later.
+    let cache = dir.path().join("data/segment-cache");
+    s.eventually("12 cached segments", |_| walk(&cache).len() == 12);
     // One replica asked for and served by this process: fully loaded, nothing missing.
     let rows = s.sql("SELECT replication_factor, num_replicas, is_available, COUNT(*) AS c FROM sys.segments WHERE datasource = 'wikipedia' GROUP BY 1, 2, 3");
     assert_eq!(
@@ -187,6 +190,9 @@ fn zero_replica_rules_unload_and_default_rules_apply() {
         );
         code == 200 && body[0]["c"] == 0
     });
+    // Their cached copies go a run later.
+    let cache = dir.path().join("data/segment-cache");
+    s.eventually("an empty segment cache", |_| walk(&cache).is_empty());
     // A query from deep storage still reads them.
     let (code, body) = s.post_json(
         "/service/v2/sql",
@@ -239,6 +245,8 @@ fn zero_replica_rules_unload_and_default_rules_apply() {
         );
         code == 200 && body[0]["c"] == 39_244
     });
+    // Served segments are loaded into the cache by the coordinator, without a query.
+    s.eventually("24 cached segments", |_| walk(&cache).len() == 24);
 }
 
 /// The rules API: initial `_default`, `?full`, empty arrays, bad bodies (400 naming the rule
