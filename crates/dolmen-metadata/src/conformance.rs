@@ -687,6 +687,175 @@ pub async fn config_documents(store: &dyn MetadataStore) {
     assert_eq!(store.config("other").await.unwrap(), None);
 }
 
+/// Rules are versioned per datasource; an unchanged array writes nothing; every change is
+/// audited with its author, comment and address; `init_rules` only fills an absent entry.
+pub async fn rules_versions_and_audit(store: &dyn MetadataStore) {
+    use crate::{AuditInfo, AuditQuery, RULES_AUDIT_TYPE};
+    use serde_json::json;
+    let default = json!([{"type": "loadForever", "tieredReplicants": {"_default_tier": 2}}]);
+    assert!(store.rules().await.unwrap().is_empty());
+    assert!(store.init_rules("_default", &default).await.unwrap());
+    assert!(!store.init_rules("_default", &json!([])).await.unwrap());
+    let info = AuditInfo {
+        author: "ann".into(),
+        identity: "allowAll".into(),
+        comment: "keep a day".into(),
+        ip: "127.0.0.1".into(),
+    };
+    let r1 = json!([{"type": "loadByPeriod", "period": "P1D"}, {"type": "dropForever"}]);
+    assert!(store.set_rules("wiki", &r1, &info).await.unwrap());
+    assert!(!store.set_rules("wiki", &r1, &info).await.unwrap());
+    let r2 = json!([{"type": "loadForever"}]);
+    assert!(
+        store
+            .set_rules("wiki", &r2, &AuditInfo::default())
+            .await
+            .unwrap()
+    );
+    assert!(store.set_rules("empty", &json!([]), &info).await.unwrap());
+    let all = store.rules().await.unwrap();
+    assert_eq!(
+        all.keys().cloned().collect::<Vec<_>>(),
+        vec!["_default", "empty", "wiki"]
+    );
+    assert_eq!(all["_default"].rules, default);
+    assert_eq!(all["wiki"].rules, r2);
+    assert!(all["wiki"].version.ends_with('Z'));
+
+    // Newest first by count; oldest first by interval; the init wrote no entry.
+    let newest = store
+        .audit_history(RULES_AUDIT_TYPE, Some("wiki"), &AuditQuery::Count(5))
+        .await
+        .unwrap();
+    assert_eq!(newest.len(), 2);
+    assert_eq!(newest[0].payload, r2.to_string());
+    assert_eq!(newest[1].info, info);
+    assert_eq!(newest[1].key, "wiki");
+    assert_eq!(newest[1].audit_type, RULES_AUDIT_TYPE);
+    let one = store
+        .audit_history(RULES_AUDIT_TYPE, None, &AuditQuery::Count(1))
+        .await
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].key, "empty");
+    let window = Interval::new(newest[1].created_ms, one[0].created_ms + 1).unwrap();
+    let all_in = store
+        .audit_history(RULES_AUDIT_TYPE, None, &AuditQuery::Interval(window))
+        .await
+        .unwrap();
+    assert_eq!(all_in.len(), 3);
+    assert_eq!(all_in[0].payload, r1.to_string());
+    let before = Interval::new(0, newest[1].created_ms - 1).unwrap();
+    assert!(
+        store
+            .audit_history(RULES_AUDIT_TYPE, None, &AuditQuery::Interval(before))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .audit_history("coordinator.config", None, &AuditQuery::Count(5))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// An audited configuration write stores the document and an entry in one step, every time.
+pub async fn audited_config(store: &dyn MetadataStore) {
+    use crate::{AuditInfo, AuditQuery, AuditTarget};
+    use serde_json::json;
+    let target = AuditTarget::config("coordinator.config");
+    let info = AuditInfo {
+        author: "bo".into(),
+        ..AuditInfo::default()
+    };
+    let v = json!({"pauseCoordination": true});
+    store
+        .set_config_audited("coordinator.config", &v, &target, &info)
+        .await
+        .unwrap();
+    store
+        .set_config_audited("coordinator.config", &v, &target, &info)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.config("coordinator.config").await.unwrap(),
+        Some(v.clone())
+    );
+    let h = store
+        .audit_history(
+            "coordinator.config",
+            Some("coordinator.config"),
+            &AuditQuery::Count(10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[0].payload, v.to_string());
+    assert_eq!(h[0].info.author, "bo");
+}
+
+/// Cleanup: old audit entries go; rules of datasources without any segment go once old, never
+/// `_default` and never those of datasources with segments.
+pub async fn audit_and_rules_cleanup(store: &dyn MetadataStore) {
+    use crate::{AuditInfo, AuditQuery};
+    use serde_json::json;
+    let info = AuditInfo::default();
+    store
+        .init_rules("_default", &json!([{"type": "loadForever"}]))
+        .await
+        .unwrap();
+    store
+        .set_rules("gone", &json!([{"type": "dropForever"}]), &info)
+        .await
+        .unwrap();
+    store
+        .set_rules("ds", &json!([{"type": "dropForever"}]), &info)
+        .await
+        .unwrap();
+    store
+        .publish_segments(PublishRequest {
+            data_source: "ds".into(),
+            segments: vec![new_segment("2015-09-12/2015-09-13", "/a")],
+            mode: PublishMode::Overwrite {
+                version: "v1".into(),
+            },
+            drop_existing: vec![],
+            commit: None,
+        })
+        .await
+        .unwrap();
+    // Nothing is old enough yet.
+    assert_eq!(
+        store.delete_rules_of_absent_data_sources(0).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(store.delete_audit_before(0).await.unwrap(), 0);
+    let later = dolmen_common::time::now_millis() + 1000;
+    assert_eq!(
+        store
+            .delete_rules_of_absent_data_sources(later)
+            .await
+            .unwrap(),
+        vec!["gone".to_string()]
+    );
+    let rules = store.rules().await.unwrap();
+    assert_eq!(
+        rules.keys().cloned().collect::<Vec<_>>(),
+        vec!["_default", "ds"]
+    );
+    assert_eq!(store.delete_audit_before(later).await.unwrap(), 2);
+    assert!(
+        store
+            .audit_history(crate::RULES_AUDIT_TYPE, None, &AuditQuery::Count(10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// Instantiates the conformance suite for a backend: `metadata_store_conformance!(async { store })`.
 #[macro_export]
 macro_rules! metadata_store_conformance {
@@ -740,6 +909,21 @@ macro_rules! metadata_store_conformance {
         async fn conformance_config_documents() {
             let s = $make;
             $crate::conformance::config_documents(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_rules_versions_and_audit() {
+            let s = $make;
+            $crate::conformance::rules_versions_and_audit(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_audited_config() {
+            let s = $make;
+            $crate::conformance::audited_config(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_audit_and_rules_cleanup() {
+            let s = $make;
+            $crate::conformance::audit_and_rules_cleanup(&s).await;
         }
     };
 }

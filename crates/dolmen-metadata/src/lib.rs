@@ -223,7 +223,59 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
         expected: Option<&Option<serde_json::Value>>,
         value: &serde_json::Value,
     ) -> Result<()>;
+
+    /// Stores `value` as the configuration document `name` and records the change in the
+    /// audit log (payload: `value` as JSON text) in one transaction: the coordinator's and
+    /// the overlord's dynamic configurations. Always audits, even when nothing changed (Druid's
+    /// `JacksonConfigManager`).
+    async fn set_config_audited(
+        &self,
+        name: &str,
+        value: &serde_json::Value,
+        target: &AuditTarget,
+        info: &AuditInfo,
+    ) -> Result<()>;
+
+    // --- retention rules and the audit log ---
+
+    /// The newest rule array of every datasource that ever had rules (`_default` included),
+    /// by datasource.
+    async fn rules(&self) -> Result<std::collections::BTreeMap<String, RulesRecord>>;
+
+    /// Stores `rules` as the new rule array of `data_source` and an audit entry
+    /// (`key` = the datasource, `type` = `rules`) in one transaction; returns false, writing
+    /// nothing, when `rules` equals the current array (Druid's `SQLMetadataRuleManager`).
+    async fn set_rules(
+        &self,
+        data_source: &str,
+        rules: &serde_json::Value,
+        info: &AuditInfo,
+    ) -> Result<bool>;
+
+    /// Stores `rules` for `data_source` without an audit entry, only when it has no rules yet
+    /// (the initial `_default` rules at start-up); returns whether it stored them.
+    async fn init_rules(&self, data_source: &str, rules: &serde_json::Value) -> Result<bool>;
+
+    /// Deletes the audit entries created before `before_ms`; returns how many (Druid's
+    /// `KillAuditLog` duty).
+    async fn delete_audit_before(&self, before_ms: i64) -> Result<u64>;
+
+    /// Deletes every rules version of the datasources (never `_default`) that have no segment
+    /// at all, used or unused, and whose newest rules version is older than `before_ms`; returns
+    /// the datasources cleaned (Druid's `KillRules` duty).
+    async fn delete_rules_of_absent_data_sources(&self, before_ms: i64) -> Result<Vec<String>>;
+
+    /// Audit entries of `audit_type` (and of `key` when given) selected by `query`.
+    async fn audit_history(
+        &self,
+        audit_type: &str,
+        key: Option<&str>,
+        query: &AuditQuery,
+    ) -> Result<Vec<AuditEntry>>;
 }
+
+/// The audit type of retention rule changes (Druid's `RulesResource`/`SQLMetadataRuleManager`).
+pub const RULES_AUDIT_TYPE: &str = "rules";
 
 /// The configuration document holding every tier's lookups (Druid's
 /// `LookupCoordinatorManager.LOOKUP_CONFIG_KEY`): `{tier: {lookupName: {version,

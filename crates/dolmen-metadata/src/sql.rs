@@ -19,9 +19,10 @@ use sqlx::{AnyPool, Row};
 use tokio::sync::Mutex;
 
 use crate::{
-    MetadataError, MetadataStore, PublishMode, PublishRequest, Result, RunnerStatus, SegmentRecord,
-    SegmentSelector, StreamCommit, StreamOffsets, SupervisorRecord, TaskFilter, TaskLocation,
-    TaskLockRecord, TaskRecord, TaskState, TaskStatusUpdate, UnusedSegmentsQuery,
+    AuditEntry, AuditInfo, AuditQuery, AuditTarget, MetadataError, MetadataStore, PublishMode,
+    PublishRequest, Result, RulesRecord, RunnerStatus, SegmentRecord, SegmentSelector,
+    StreamCommit, StreamOffsets, SupervisorRecord, TaskFilter, TaskLocation, TaskLockRecord,
+    TaskRecord, TaskState, TaskStatusUpdate, UnusedSegmentsQuery,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -875,6 +876,249 @@ impl MetadataStore for SqlMetadataStore {
         tx.commit().await?;
         Ok(())
     }
+
+    async fn set_config_audited(
+        &self,
+        name: &str,
+        value: &serde_json::Value,
+        target: &AuditTarget,
+        info: &AuditInfo,
+    ) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let now = now_millis();
+        let text = value.to_string();
+        sqlx::query("DELETE FROM config WHERE name = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO config (name, payload, updated_ms) VALUES ($1, $2, $3)")
+            .bind(name)
+            .bind(&text)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        insert_audit(&mut tx, target, info, &text, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn rules(&self) -> Result<BTreeMap<String, RulesRecord>> {
+        let rows = sqlx::query(
+            "SELECT r.datasource, r.version, r.payload FROM rules r JOIN (SELECT datasource, MAX(seq) AS seq FROM rules GROUP BY datasource) m ON r.datasource = m.datasource AND r.seq = m.seq",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = BTreeMap::new();
+        for row in &rows {
+            let rec = decode_rules(row)?;
+            out.insert(rec.data_source.clone(), rec);
+        }
+        Ok(out)
+    }
+
+    async fn set_rules(
+        &self,
+        data_source: &str,
+        rules: &serde_json::Value,
+        info: &AuditInfo,
+    ) -> Result<bool> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let current = latest_rules(&mut tx, data_source).await?;
+        if current.as_ref().map(|(_, r)| &r.rules) == Some(rules) {
+            return Ok(false);
+        }
+        let now = now_millis();
+        let text = rules.to_string();
+        insert_rules(&mut tx, data_source, current.as_ref(), &text, now).await?;
+        let target = AuditTarget {
+            key: data_source.to_string(),
+            audit_type: crate::RULES_AUDIT_TYPE.to_string(),
+        };
+        insert_audit(&mut tx, &target, info, &text, now).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn init_rules(&self, data_source: &str, rules: &serde_json::Value) -> Result<bool> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        if latest_rules(&mut tx, data_source).await?.is_some() {
+            return Ok(false);
+        }
+        insert_rules(&mut tx, data_source, None, &rules.to_string(), now_millis()).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn delete_audit_before(&self, before_ms: i64) -> Result<u64> {
+        let _guard = self.write_lock.lock().await;
+        let n = sqlx::query("DELETE FROM audit WHERE created_ms < $1")
+            .bind(before_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(n)
+    }
+
+    async fn delete_rules_of_absent_data_sources(&self, before_ms: i64) -> Result<Vec<String>> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(
+            "SELECT r.datasource, r.version, r.payload FROM rules r JOIN (SELECT datasource, MAX(seq) AS seq FROM rules GROUP BY datasource) m ON r.datasource = m.datasource AND r.seq = m.seq WHERE r.datasource <> $1 AND NOT EXISTS (SELECT 1 FROM segments s WHERE s.datasource = r.datasource)",
+        )
+        .bind(DEFAULT_RULES_NAME)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut cleaned = Vec::new();
+        for row in &rows {
+            let rec = decode_rules(row)?;
+            let old =
+                dolmen_common::time::parse_iso_instant(&rec.version).is_ok_and(|t| t < before_ms);
+            if old {
+                sqlx::query("DELETE FROM rules WHERE datasource = $1")
+                    .bind(&rec.data_source)
+                    .execute(&mut *tx)
+                    .await?;
+                cleaned.push(rec.data_source);
+            }
+        }
+        tx.commit().await?;
+        cleaned.sort();
+        Ok(cleaned)
+    }
+
+    async fn audit_history(
+        &self,
+        audit_type: &str,
+        key: Option<&str>,
+        query: &AuditQuery,
+    ) -> Result<Vec<AuditEntry>> {
+        let key_filter = if key.is_some() {
+            " AND audit_key = $2"
+        } else {
+            ""
+        };
+        let n = if key.is_some() { 3 } else { 2 };
+        let sql = match query {
+            AuditQuery::Interval(_) => format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit WHERE audit_type = $1{key_filter} AND created_ms >= ${n} AND created_ms <= ${} ORDER BY created_ms, id",
+                n + 1
+            ),
+            AuditQuery::Count(_) => format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit WHERE audit_type = $1{key_filter} ORDER BY created_ms DESC, id DESC LIMIT ${n}"
+            ),
+        };
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(audit_type);
+        if let Some(k) = key {
+            q = q.bind(k);
+        }
+        q = match query {
+            AuditQuery::Interval(i) => q.bind(i.start).bind(i.end),
+            AuditQuery::Count(c) => q.bind(i64::from(*c)),
+        };
+        let rows = q.fetch_all(&self.pool).await?;
+        rows.iter().map(decode_audit).collect()
+    }
+}
+
+/// The rules entry that cleanup never deletes (the cluster-wide defaults).
+const DEFAULT_RULES_NAME: &str = "_default";
+
+const AUDIT_COLUMNS: &str =
+    "id, audit_key, audit_type, author, comment, ip, identity, payload, created_ms";
+
+fn decode_audit(row: &AnyRow) -> Result<AuditEntry> {
+    Ok(AuditEntry {
+        key: row.try_get("audit_key")?,
+        audit_type: row.try_get("audit_type")?,
+        info: AuditInfo {
+            author: row.try_get("author")?,
+            identity: row.try_get("identity")?,
+            comment: row.try_get("comment")?,
+            ip: row.try_get("ip")?,
+        },
+        payload: row.try_get("payload")?,
+        created_ms: row.try_get("created_ms")?,
+    })
+}
+
+/// Appends an audit entry inside a write transaction (ids assigned under the write lock).
+async fn insert_audit(
+    conn: &mut sqlx::AnyConnection,
+    target: &AuditTarget,
+    info: &AuditInfo,
+    payload: &str,
+    created_ms: i64,
+) -> Result<()> {
+    let id: i64 = sqlx::query("SELECT COALESCE(MAX(id), 0) AS id FROM audit")
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get("id")?;
+    sqlx::query(
+        "INSERT INTO audit (id, audit_key, audit_type, author, comment, ip, identity, payload, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(id + 1)
+    .bind(&target.key)
+    .bind(&target.audit_type)
+    .bind(&info.author)
+    .bind(&info.comment)
+    .bind(&info.ip)
+    .bind(&info.identity)
+    .bind(payload)
+    .bind(created_ms)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+fn decode_rules(row: &AnyRow) -> Result<RulesRecord> {
+    let data_source: String = row.try_get("datasource")?;
+    let payload: String = row.try_get("payload")?;
+    Ok(RulesRecord {
+        rules: serde_json::from_str(&payload).map_err(|e| corrupt("rules", &data_source, e))?,
+        version: row.try_get("version")?,
+        data_source,
+    })
+}
+
+/// The newest rules row of a datasource with its sequence number.
+async fn latest_rules(
+    conn: &mut sqlx::AnyConnection,
+    data_source: &str,
+) -> Result<Option<(i64, RulesRecord)>> {
+    let row = sqlx::query(
+        "SELECT seq, datasource, version, payload FROM rules WHERE datasource = $1 ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(data_source)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(|r| Ok((r.try_get("seq")?, decode_rules(&r)?)))
+        .transpose()
+}
+
+/// Appends a rules version after `current`; versions are ISO times, strictly increasing.
+async fn insert_rules(
+    conn: &mut sqlx::AnyConnection,
+    data_source: &str,
+    current: Option<&(i64, RulesRecord)>,
+    payload: &str,
+    now: i64,
+) -> Result<()> {
+    let seq = current.map_or(1, |(s, _)| s + 1);
+    let last_ms = current
+        .and_then(|(_, r)| dolmen_common::time::parse_iso_instant(&r.version).ok())
+        .unwrap_or(i64::MIN);
+    let version = dolmen_common::time::format_iso_millis(now.max(last_ms.saturating_add(1)));
+    sqlx::query("INSERT INTO rules (datasource, seq, version, payload) VALUES ($1, $2, $3, $4)")
+        .bind(data_source)
+        .bind(seq)
+        .bind(version)
+        .bind(payload)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
 async fn read_config(

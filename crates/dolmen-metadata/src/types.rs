@@ -339,3 +339,76 @@ pub struct UnusedSegmentsQuery {
     /// At most this many, oldest interval first.
     pub limit: usize,
 }
+
+/// Who changed something and why (Druid's `AuditInfo`): from the `X-Service-Author` /
+/// `X-Service-Comment` headers (`""` when absent), the client's address, and the authenticated
+/// identity (`allowAll` with security off).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct AuditInfo {
+    /// `X-Service-Author`.
+    pub author: String,
+    /// The authenticated user.
+    pub identity: String,
+    /// `X-Service-Comment`.
+    pub comment: String,
+    /// The client's IP address.
+    pub ip: String,
+}
+
+/// What an audited change is recorded under (Druid's audit `key` and `type`): for rules the
+/// datasource and `rules`; for the coordinator's dynamic config `coordinator.config` twice; for
+/// the overlord's `worker.config` twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditTarget {
+    /// Druid's `key`.
+    pub key: String,
+    /// Druid's `type`.
+    pub audit_type: String,
+}
+
+impl AuditTarget {
+    /// A target whose key and type are both `name` (the dynamic configurations).
+    pub fn config(name: &str) -> AuditTarget {
+        AuditTarget {
+            key: name.to_string(),
+            audit_type: name.to_string(),
+        }
+    }
+}
+
+/// One entry of the audit log (Druid's `AuditEntry`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// Druid's `key`.
+    pub key: String,
+    /// Druid's `type`.
+    pub audit_type: String,
+    /// Who and why.
+    pub info: AuditInfo,
+    /// The document as changed, JSON text.
+    pub payload: String,
+    /// When, ms since the epoch (`auditTime`).
+    pub created_ms: i64,
+}
+
+/// Which audit entries a history request returns (Druid's `SQLAuditManager`): the entries in
+/// an interval, oldest first, or the newest `n`, newest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditQuery {
+    /// Entries with `created_ms` inside `[start, end]` (both ends inclusive, as Druid's
+    /// `BETWEEN`), oldest first.
+    Interval(Interval),
+    /// The newest `n` entries (`n >= 1`), newest first.
+    Count(u32),
+}
+
+/// One stored version of a datasource's retention rules (a row of Druid's `druid_rules`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RulesRecord {
+    /// The datasource, or `_default` for the cluster-wide defaults.
+    pub data_source: String,
+    /// The version: the ISO 8601 time the rules were stored (strictly increasing per datasource).
+    pub version: String,
+    /// The rule array as posted (JSON).
+    pub rules: serde_json::Value,
+}

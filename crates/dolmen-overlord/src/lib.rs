@@ -35,6 +35,7 @@ pub mod kill;
 pub mod spec;
 pub mod supervisor;
 pub mod tasklog;
+pub mod worker_config;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -116,6 +117,9 @@ pub struct OverlordConfig {
     pub port: u16,
     /// Where task and ingestion metrics go.
     pub metrics: Metrics,
+    /// This worker's category (`service.worker.category`, default `_default_worker_category`),
+    /// matched against the worker configuration's category spec.
+    pub category: String,
 }
 
 /// Live counters of a running task, by task kind.
@@ -216,6 +220,30 @@ struct HeldLock {
     exclusive: bool,
 }
 
+/// How often a task held back by the worker configuration re-reads it.
+const WORKER_CONFIG_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A task slot held by a running task: gives the slot back, and its count by type, on drop.
+struct SlotGuard {
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    task_type: String,
+    running: Arc<Mutex<HashMap<String, usize>>>,
+    freed: Arc<Notify>,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.running.lock()
+            && let Some(n) = running.get_mut(&self.task_type)
+        {
+            *n = n.saturating_sub(1);
+        }
+        // The slot goes back before the waiters wake.
+        drop(self.permit.take());
+        self.freed.notify_waiters();
+    }
+}
+
 /// The task queue and runner.
 pub struct Overlord {
     metadata: Arc<dyn MetadataStore>,
@@ -225,6 +253,10 @@ pub struct Overlord {
     logs: TaskLogs,
     config: OverlordConfig,
     slots: Arc<Semaphore>,
+    /// Tasks holding a slot, by task type (for the worker configuration's `taskLimits`).
+    running_by_type: Arc<Mutex<HashMap<String, usize>>>,
+    /// Notified whenever a slot is given back.
+    slot_freed: Arc<Notify>,
     live: Mutex<HashMap<String, LiveTask>>,
     locks: Mutex<Vec<HeldLock>>,
     lock_released: Notify,
@@ -305,6 +337,8 @@ impl Overlord {
             cache,
             logs,
             slots: Arc::new(Semaphore::new(config.capacity.max(1))),
+            running_by_type: Arc::default(),
+            slot_freed: Arc::new(Notify::new()),
             config,
             live: Mutex::new(HashMap::new()),
             locks: Mutex::new(Vec::new()),
@@ -593,20 +627,79 @@ impl Overlord {
         }
     }
 
-    /// PENDING until a slot of the runner's capacity is free, then RUNNING; the permit is held
-    /// until dropped.
+    /// PENDING until a slot of the runner's capacity is free and the worker configuration
+    /// (`GET /indexer/v1/worker`: category spec, affinity, `taskLimits`) lets the task run here,
+    /// then RUNNING; the slot is held until the returned guard drops.
     async fn wait_for_slot(
         &self,
         id: &str,
         cancel: &CancellationToken,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, IngestError> {
+    ) -> Result<SlotGuard, IngestError> {
         self.set_status(id, RunnerStatus::Pending).await;
-        let permit = tokio::select! {
-            p = Arc::clone(&self.slots).acquire_owned() => p.map_err(|_| IngestError::Canceled)?,
-            _ = cancel.cancelled() => return Err(IngestError::Canceled),
+        let (task_type, data_source) = match self.metadata.get_task(id).await {
+            Ok(Some(t)) => (t.task_type, t.data_source),
+            _ => (String::new(), String::new()),
         };
-        self.set_status(id, RunnerStatus::Running).await;
-        Ok(permit)
+        let host_port = format!("{}:{}", self.config.host, self.config.port);
+        let mut told = None::<String>;
+        loop {
+            let freed = self.slot_freed.notified();
+            let permit = tokio::select! {
+                p = Arc::clone(&self.slots).acquire_owned() => p.map_err(|_| IngestError::Canceled)?,
+                _ = cancel.cancelled() => return Err(IngestError::Canceled),
+            };
+            let stored = self
+                .metadata
+                .config(worker_config::WORKER_CONFIG_KEY)
+                .await
+                .ok()
+                .flatten();
+            let selection = worker_config::WorkerSelection::from_stored(stored.as_ref());
+            let verdict = {
+                let mut running = self.running_by_type.lock().expect("slot lock");
+                let of_type = running.get(&task_type).copied().unwrap_or(0);
+                let verdict = selection.admits(&worker_config::SlotRequest {
+                    task_type: &task_type,
+                    data_source: &data_source,
+                    host_port: &host_port,
+                    category: &self.config.category,
+                    capacity: self.config.capacity.max(1),
+                    running_of_type: of_type,
+                });
+                if verdict.is_ok() {
+                    *running.entry(task_type.clone()).or_default() += 1;
+                }
+                verdict
+            };
+            match verdict {
+                Ok(()) => {
+                    self.set_status(id, RunnerStatus::Running).await;
+                    return Ok(SlotGuard {
+                        permit: Some(permit),
+                        task_type,
+                        running: Arc::clone(&self.running_by_type),
+                        freed: Arc::clone(&self.slot_freed),
+                    });
+                }
+                Err(reason) => {
+                    drop(permit);
+                    if told.as_deref() != Some(reason.as_str()) {
+                        tracing::info!(task_id = %id, %reason, "task waits for a slot");
+                        self.logs.append(
+                            id,
+                            &format!("{} INFO waiting: {reason}", format_iso_millis(now_millis())),
+                        );
+                        told = Some(reason);
+                    }
+                    // A slot given back, or (for a configuration change) a poll.
+                    tokio::select! {
+                        () = freed => {}
+                        () = tokio::time::sleep(WORKER_CONFIG_POLL) => {}
+                        () = cancel.cancelled() => return Err(IngestError::Canceled),
+                    }
+                }
+            }
+        }
     }
 
     /// An ingestion task: locks (WAITING), a slot (PENDING), then indexing and the atomic
@@ -993,6 +1086,7 @@ mod tests {
                 host: "localhost".into(),
                 port: 8888,
                 metrics: Metrics::default(),
+                category: worker_config::DEFAULT_WORKER_CATEGORY.into(),
             },
         )
         .await

@@ -26,8 +26,10 @@
 //! the live timelines when a query names them. One Dolmen process plays every role, so
 //! `sys.servers` lists it once per role (`coordinator`, `overlord`, `broker`, `router`,
 //! `historical`, `indexer`) under the same `host:port`; the historical row serves every used,
-//! non-overshadowed segment (Dolmen loads them on demand), which is what `is_available`,
-//! `num_replicas` and `sys.server_segments` say. `sys.supervisors` is empty until supervisors
+//! non-overshadowed segment the coordinator has not decided to keep unloaded (Dolmen loads them
+//! on demand), which is what `is_available`, `num_replicas` and `sys.server_segments` say;
+//! `replication_factor` is the replica count the segment's load rule asks for over all tiers
+//! (-1 until the coordinator has evaluated the rules for it, as in Druid). `sys.supervisors` is empty until supervisors
 //! exist.
 
 use std::sync::Arc;
@@ -126,7 +128,7 @@ impl InformationSchema {
                     name: ds,
                     table_type: "TABLE",
                     joinable_broadcast: false,
-                    columns: datasource_schema(&snap.timeline, &snap.hydrants),
+                    columns: datasource_schema(&snap.all_used, &snap.hydrants),
                 });
             }
         }
@@ -368,6 +370,8 @@ pub struct NodeInfo {
     pub version: String,
     /// Effective configuration properties (`service.*`), name and value.
     pub properties: Vec<(String, String)>,
+    /// The tier this process serves as a historical (`service.server.tier`).
+    pub tier: String,
 }
 
 impl NodeInfo {
@@ -444,20 +448,27 @@ impl SysSchema {
         let mut b = Columns::new(&schema);
         match name {
             "segments" => {
+                let decisions = self.view.load_decisions();
                 for (s, overshadowed) in self.used_segments().await? {
-                    let available = i64::from(!overshadowed);
-                    b.text(0, Some(&s.id().to_string()));
+                    let id = s.id().to_string();
+                    let active = !overshadowed;
+                    let available = active && self.view.is_loaded(&s.identifier);
+                    let replication = decisions
+                        .segments
+                        .get(&s.identifier)
+                        .map_or(-1, |l| i64::from(l.replication_factor()));
+                    b.text(0, Some(&id));
                     b.text(1, Some(&s.data_source));
                     b.text(2, Some(&format_iso_millis(s.interval.start)));
                     b.text(3, Some(&format_iso_millis(s.interval.end)));
                     b.long(4, i64::try_from(s.size).ok());
                     b.text(5, Some(&s.version));
                     b.long(6, Some(i64::from(s.shard_spec.partition_num())));
-                    b.long(7, Some(available));
+                    b.long(7, Some(i64::from(available))); // num_replicas: this process
                     b.long(8, i64::try_from(s.num_rows).ok());
-                    b.long(9, Some(available)); // is_active: published and not overshadowed
+                    b.long(9, Some(i64::from(active))); // is_active: published and not overshadowed
                     b.long(10, Some(1)); // is_published
-                    b.long(11, Some(available));
+                    b.long(11, Some(i64::from(available)));
                     b.long(12, Some(0)); // is_realtime
                     b.long(13, Some(i64::from(overshadowed)));
                     b.text(14, serde_json::to_string(&s.shard_spec).ok().as_deref());
@@ -470,13 +481,13 @@ impl SysSchema {
                             .map(ToString::to_string)
                             .as_deref(),
                     );
-                    b.long(18, Some(1)); // replication_factor: one copy, served by this process
+                    b.long(18, Some(replication));
                 }
             }
             "server_segments" => {
                 let server = self.node.server();
                 for (s, overshadowed) in self.used_segments().await? {
-                    if !overshadowed {
+                    if !overshadowed && self.view.is_loaded(&s.identifier) {
                         b.text(0, Some(&server));
                         b.text(1, Some(&s.id().to_string()));
                     }
@@ -487,7 +498,7 @@ impl SysSchema {
                     .used_segments()
                     .await?
                     .iter()
-                    .filter(|(_, o)| !o)
+                    .filter(|(s, o)| !o && self.view.is_loaded(&s.identifier))
                     .map(|(s, _)| i64::try_from(s.size).unwrap_or(i64::MAX))
                     .sum();
                 let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -498,7 +509,7 @@ impl SysSchema {
                     b.long(2, Some(i64::from(self.node.port)));
                     b.long(3, Some(-1)); // tls_port
                     b.text(4, Some(role));
-                    b.text(5, historical.then_some("_default_tier"));
+                    b.text(5, historical.then_some(self.node.tier.as_str()));
                     b.long(6, Some(if historical { served } else { 0 }));
                     b.long(7, Some(0)); // max_size: the segment cache has no fixed bound
                     b.long(8, matches!(role, "coordinator" | "overlord").then_some(1));

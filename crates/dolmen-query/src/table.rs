@@ -191,6 +191,9 @@ impl SchemaProvider for DruidSchema {
 pub struct DatasourceTable {
     name: String,
     timeline: Arc<Timeline>,
+    /// Every visible used segment, unloaded ones included: what a query from deep storage
+    /// ([`ReadFromDeepStorage`]) reads.
+    all_used: Arc<Timeline>,
     /// Realtime data: rows in addition to the timeline's, never overshadowed by it.
     hydrants: Arc<[Arc<Hydrant>]>,
     cache: Arc<SegmentCache>,
@@ -206,6 +209,7 @@ impl DatasourceTable {
         DatasourceTable::from_snapshot(
             name,
             DataSourceSnapshot {
+                all_used: Arc::clone(&timeline),
                 timeline,
                 hydrants: Arc::from(Vec::new()),
             },
@@ -221,10 +225,11 @@ impl DatasourceTable {
         snapshot: DataSourceSnapshot,
         cache: Arc<SegmentCache>,
     ) -> DatasourceTable {
-        let schema = datasource_schema(&snapshot.timeline, &snapshot.hydrants);
+        let schema = datasource_schema(&snapshot.all_used, &snapshot.hydrants);
         DatasourceTable {
             name,
             timeline: snapshot.timeline,
+            all_used: snapshot.all_used,
             hydrants: snapshot.hydrants,
             cache,
             schema,
@@ -330,7 +335,19 @@ impl TableProvider for DatasourceTable {
             None => Arc::clone(&self.schema),
         };
         let allowed = time_ranges(filters);
-        let entries = self.timeline.lookup(&allowed);
+        // Query from deep storage: segments not in the segment cache are read where deep
+        // storage keeps them instead of being loaded first, and segments the coordinator left
+        // unloaded are read too (see [`ReadFromDeepStorage`]).
+        let direct = state
+            .config()
+            .get_extension::<ReadFromDeepStorage>()
+            .is_some_and(|r| r.0);
+        let timeline = if direct {
+            &self.all_used
+        } else {
+            &self.timeline
+        };
+        let entries = timeline.lookup(&allowed);
         let hydrants = self.hydrants_in(&allowed);
         if entries.is_empty() && hydrants.is_empty() {
             return Ok(Arc::new(EmptyExec::new(projected_schema)));
@@ -355,12 +372,6 @@ impl TableProvider for DatasourceTable {
         let target = state.config().target_partitions().max(1);
         // Load every visible segment first, then consult the value indexes of all of them at
         // once (indexes built for the first time are built in parallel).
-        // Query from deep storage: segments not in the segment cache are read where deep
-        // storage keeps them instead of being loaded first (see [`ReadFromDeepStorage`]).
-        let direct = state
-            .config()
-            .get_extension::<ReadFromDeepStorage>()
-            .is_some_and(|r| r.0);
         let mut loaded: Vec<(usize, &dolmen_segment::DataSegment, std::path::PathBuf)> = Vec::new();
         // Segments read straight from an object store (S3 deep storage): their keys, by entry.
         let mut remote: Vec<(usize, &dolmen_segment::DataSegment, String)> = Vec::new();

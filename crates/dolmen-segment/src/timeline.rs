@@ -161,6 +161,28 @@ impl Timeline {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// This timeline without the segments `keep` rejects (e.g. segments the coordinator has not
+    /// loaded: a Druid broker's timeline only holds served segments). Entries left with no
+    /// segment disappear; nothing that was hidden becomes visible.
+    pub fn filtered(&self, keep: impl Fn(&DataSegment) -> bool) -> Timeline {
+        let entries = self
+            .entries
+            .iter()
+            .filter_map(|e| {
+                let segments: Vec<Arc<DataSegment>> =
+                    e.segments.iter().filter(|s| keep(s)).cloned().collect();
+                (!segments.is_empty()).then(|| TimelineEntry {
+                    segments,
+                    ..e.clone()
+                })
+            })
+            .collect();
+        Timeline {
+            entries,
+            overshadowed: self.overshadowed.clone(),
+        }
+    }
 }
 
 /// A set of disjoint intervals kept sorted by start.

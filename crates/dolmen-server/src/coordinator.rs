@@ -86,10 +86,14 @@ fn sort_segments<S: AsRef<DataSegment>>(segments: &mut [S]) {
 /// `None` when the datasource has none.
 fn served_segments(state: &AppState, data_source: &str) -> Option<Vec<Arc<DataSegment>>> {
     let timeline = state.view.timeline(data_source)?;
-    if timeline.is_empty() {
+    let mut segments: Vec<Arc<DataSegment>> = timeline
+        .visible_segments()
+        .into_iter()
+        .filter(|s| state.view.is_loaded(&s.identifier))
+        .collect();
+    if segments.is_empty() {
         return None;
     }
-    let mut segments = timeline.visible_segments();
     sort_segments(&mut segments);
     Some(segments)
 }
@@ -97,7 +101,10 @@ fn served_segments(state: &AppState, data_source: &str) -> Option<Vec<Arc<DataSe
 /// Druid's simple datasource properties (`DataSourcesResource.getSimpleDatasource`):
 /// `{"tiers": {"_default_tier": {size, segmentCount, replicatedSize}}, "segments": {maxTime,
 /// size, minTime, count, replicatedSize}}`; sizes in bytes, times ISO 8601.
-pub fn simple_properties<'a>(segments: impl IntoIterator<Item = &'a DataSegment>) -> Value {
+pub fn simple_properties<'a>(
+    tier: &str,
+    segments: impl IntoIterator<Item = &'a DataSegment>,
+) -> Value {
     let (mut size, mut count) = (0u64, 0u64);
     let (mut min, mut max) = (i64::MAX, i64::MIN);
     for s in segments {
@@ -109,7 +116,7 @@ pub fn simple_properties<'a>(segments: impl IntoIterator<Item = &'a DataSegment>
     let mut tiers = serde_json::Map::new();
     if count > 0 {
         tiers.insert(
-            DEFAULT_TIER.into(),
+            tier.into(),
             json!({"size": size, "segmentCount": count, "replicatedSize": size}),
         );
     }
@@ -200,7 +207,12 @@ pub(crate) async fn list_datasources(
     State(state): State<Arc<AppState>>,
     Query(params): Params,
 ) -> Json<Value> {
-    let names = state.view.data_sources();
+    let names: Vec<String> = state
+        .view
+        .data_sources()
+        .into_iter()
+        .filter(|ds| served_segments(&state, ds).is_some())
+        .collect();
     if !flag(&params, "full") && !flag(&params, "simple") {
         return Json(json!(names));
     }
@@ -212,7 +224,7 @@ pub(crate) async fn list_datasources(
         out.push(if flag(&params, "full") {
             full_datasource(&name, json!({}), segs.iter().map(AsRef::as_ref))
         } else {
-            json!({"name": name, "properties": simple_properties(segs.iter().map(AsRef::as_ref))})
+            json!({"name": name, "properties": simple_properties(state.coordinator.tier(), segs.iter().map(AsRef::as_ref))})
         });
     }
     Json(Value::Array(out))
@@ -232,7 +244,7 @@ pub(crate) async fn get_datasource(
     if flag(&params, "full") {
         Json(full_datasource(&data_source, json!({}), segs)).into_response()
     } else {
-        Json(simple_properties(segs)).into_response()
+        Json(simple_properties(state.coordinator.tier(), segs)).into_response()
     }
 }
 
@@ -570,31 +582,36 @@ pub(crate) async fn list_tiers(
     State(state): State<Arc<AppState>>,
     Path(data_source): Path<String>,
 ) -> Json<Value> {
-    let tiers: Vec<&str> = served_segments(&state, &data_source)
-        .map(|_| vec![DEFAULT_TIER])
+    let tiers: Vec<String> = served_segments(&state, &data_source)
+        .map(|_| vec![state.coordinator.tier().to_string()])
         .unwrap_or_default();
     Json(json!(tiers))
 }
 
 // --- load status ---
 
-/// How many of a datasource's used, non-overshadowed segments (per the metadata store) that
-/// overlap `interval` queries can read now (they are in the live timeline).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Load state of a datasource's used, non-overshadowed segments (per the metadata store) that
+/// overlap an interval: how many should be served, how many queries can read now, and the
+/// replicas still missing per tier (Druid's under-replication counts).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct LoadCounts {
+    /// Segments the rules want loaded somewhere (all but those of zero-replica load rules).
     expected: usize,
+    /// Of those, the ones this process serves.
     loaded: usize,
+    /// Replicas missing per tier (this process holds at most one replica on its own tier).
+    missing: std::collections::BTreeMap<String, u64>,
 }
 
 impl LoadCounts {
-    fn percent(self) -> f64 {
+    fn percent(&self) -> f64 {
         if self.expected == 0 {
             100.0
         } else {
             100.0 * self.loaded as f64 / self.expected as f64
         }
     }
-    fn unavailable(self) -> usize {
+    fn unavailable(&self) -> usize {
         self.expected - self.loaded
     }
 }
@@ -605,7 +622,7 @@ async fn load_counts(
     interval: Option<Interval>,
 ) -> Result<LoadCounts, ResourceError> {
     let used = state.metadata.used_segments(data_source, None).await?;
-    let expected: Vec<Arc<DataSegment>> = Timeline::build(used.into_iter().map(Arc::new))
+    let visible: Vec<Arc<DataSegment>> = Timeline::build(used.into_iter().map(Arc::new))
         .visible_segments()
         .into_iter()
         .filter(|s| interval.is_none_or(|iv| iv.overlaps(&s.interval)))
@@ -616,17 +633,37 @@ async fn load_counts(
         .map(|t| {
             t.visible_segments()
                 .iter()
+                .filter(|s| state.view.is_loaded(&s.identifier))
                 .map(|s| s.identifier.clone())
                 .collect()
         })
         .unwrap_or_default();
-    Ok(LoadCounts {
-        expected: expected.len(),
-        loaded: expected
-            .iter()
-            .filter(|s| served.contains(&s.identifier))
-            .count(),
-    })
+    let decisions = state.view.load_decisions();
+    let tier = state.coordinator.tier();
+    let mut counts = LoadCounts::default();
+    counts.missing.insert(tier.to_string(), 0);
+    for s in &visible {
+        let here = served.contains(&s.identifier);
+        match decisions.segments.get(&s.identifier) {
+            // Not evaluated yet: expected on this process's tier.
+            None => {
+                counts.expected += 1;
+                counts.loaded += usize::from(here);
+                *counts.missing.entry(tier.to_string()).or_default() += u64::from(!here);
+            }
+            Some(load) => {
+                if load.replication_factor() > 0 {
+                    counts.expected += 1;
+                    counts.loaded += usize::from(here);
+                }
+                for t in load.required.keys() {
+                    let missing = load.missing_on(t, t == tier && here);
+                    *counts.missing.entry(t.clone()).or_default() += u64::from(missing);
+                }
+            }
+        }
+    }
+    Ok(counts)
 }
 
 /// `GET /datasources/{ds}/loadstatus[?simple|?full][&interval=a_b][&forceMetadataRefresh=b]`:
@@ -670,13 +707,26 @@ pub(crate) async fn datasource_load_status(
         refresh(&state, &data_source).await?;
     }
     let counts = load_counts(&state, &data_source, Some(interval)).await?;
-    if counts.expected == 0 {
-        return Ok(no_content());
+    if counts.expected == 0 && counts.missing.values().all(|m| *m == 0) && counts.loaded == 0 {
+        // Nothing overlapping is used, or nothing is meant to be loaded.
+        let any = state
+            .metadata
+            .used_segments(&data_source, Some(interval))
+            .await?;
+        if any.is_empty() {
+            return Ok(no_content());
+        }
     }
     let body = if flag(&params, "simple") {
         json!({ data_source: counts.unavailable() })
     } else if flag(&params, "full") {
-        json!({ DEFAULT_TIER: { data_source: counts.unavailable() } })
+        Value::Object(
+            counts
+                .missing
+                .iter()
+                .map(|(t, m)| (t.clone(), json!({ data_source.clone(): m })))
+                .collect(),
+        )
     } else {
         json!({ data_source: counts.percent() })
     };
@@ -692,9 +742,18 @@ pub(crate) async fn load_status(
     Query(params): Params,
 ) -> Result<Json<Value>, ResourceError> {
     let mut out = serde_json::Map::new();
+    let mut full: std::collections::BTreeMap<String, serde_json::Map<String, Value>> =
+        std::collections::BTreeMap::new();
+    full.entry(state.coordinator.tier().to_string())
+        .or_default();
     for ds in state.metadata.data_sources().await? {
         let c = load_counts(&state, &ds, None).await?;
-        let v = if flag(&params, "simple") || flag(&params, "full") {
+        for (tier, missing) in &c.missing {
+            full.entry(tier.clone())
+                .or_default()
+                .insert(ds.clone(), json!(missing));
+        }
+        let v = if flag(&params, "simple") {
             json!(c.unavailable())
         } else {
             json!(c.percent())
@@ -702,7 +761,11 @@ pub(crate) async fn load_status(
         out.insert(ds, v);
     }
     Ok(Json(if flag(&params, "full") {
-        json!({ DEFAULT_TIER: out })
+        Value::Object(
+            full.into_iter()
+                .map(|(t, m)| (t, Value::Object(m)))
+                .collect(),
+        )
     } else {
         Value::Object(out)
     }))
@@ -859,7 +922,7 @@ mod tests {
     fn simple_properties_sum_sizes_and_span_times() {
         let a = seg("2015-09-12/2015-09-13", 10);
         let b = seg("2015-09-14/2015-09-15", 5);
-        let p = simple_properties([&a, &b]);
+        let p = simple_properties(DEFAULT_TIER, [&a, &b]);
         assert_eq!(
             p,
             json!({
@@ -870,7 +933,7 @@ mod tests {
                 }
             })
         );
-        assert_eq!(simple_properties([])["segments"]["count"], 0);
+        assert_eq!(simple_properties(DEFAULT_TIER, [])["segments"]["count"], 0);
     }
 
     #[test]
@@ -952,6 +1015,7 @@ mod tests {
         let c = LoadCounts {
             expected: 4,
             loaded: 3,
+            ..LoadCounts::default()
         };
         assert_eq!(c.percent(), 75.0);
         assert_eq!(c.unavailable(), 1);

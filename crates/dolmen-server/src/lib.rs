@@ -11,6 +11,7 @@
 //! Handlers are thin: they parse and validate the request at the edge and call the overlord or
 //! the query engine.
 
+pub mod config_rules;
 pub mod coordinator;
 pub mod error;
 pub mod lookups;
@@ -74,6 +75,16 @@ pub struct AppState {
     pub lookups: Arc<dolmen_lookup::LookupManager>,
     /// Metrics (inert with `service.emitter=noop`).
     pub metrics: dolmen_metrics::Metrics,
+    /// The coordinator: retention rules applied on a schedule, and its last assignments.
+    pub coordinator: Arc<dolmen_coordinator::Coordinator>,
+    /// Default window of the audit history endpoints, ms
+    /// (`service.audit.manager.auditHistoryMillis`, default one week).
+    pub audit_history_ms: i64,
+    /// This process's worker category (`service.worker.category`, default
+    /// `_default_worker_category`).
+    pub worker_category: String,
+    /// When the process started, ms since the epoch.
+    pub started_ms: i64,
 }
 
 impl AppState {
@@ -224,6 +235,34 @@ fn api_routes() -> Router<Arc<AppState>> {
             get(lookups::tier_node_status),
         )
         .route(paths::LOOKUPS_NODE, get(lookups::one_node_status))
+        .route(paths::RULES, get(config_rules::get_all_rules))
+        .route(paths::RULES_HISTORY, get(config_rules::all_rules_history))
+        .route(
+            paths::DATASOURCE_RULES,
+            get(config_rules::get_rules).post(config_rules::post_rules),
+        )
+        .route(
+            paths::DATASOURCE_RULES_HISTORY,
+            get(config_rules::rules_history),
+        )
+        .route(
+            paths::COORDINATOR_CONFIG,
+            get(config_rules::get_coordinator_config).post(config_rules::post_coordinator_config),
+        )
+        .route(
+            paths::COORDINATOR_CONFIG_HISTORY,
+            get(config_rules::coordinator_config_history),
+        )
+        .route(
+            paths::WORKER_CONFIG,
+            get(config_rules::get_worker_config).post(config_rules::post_worker_config),
+        )
+        .route(
+            paths::WORKER_CONFIG_HISTORY,
+            get(config_rules::worker_config_history),
+        )
+        .route(paths::WORKERS, get(config_rules::list_workers))
+        .route(paths::SCALING, get(config_rules::scaling))
 }
 
 /// Renames `X-Service-*` response headers to `X-Druid-*` for the `/druid` tree.

@@ -161,3 +161,24 @@ pub const LOOKUPS_NODE_STATUS: &str = "/coordinator/v1/lookups/nodeStatus";
 pub const LOOKUPS_TIER_NODE_STATUS: &str = "/coordinator/v1/lookups/nodeStatus/{tier}";
 /// `GET` the lookups state of one node (`host:port`).
 pub const LOOKUPS_NODE: &str = "/coordinator/v1/lookups/nodeStatus/{tier}/{host_and_port}";
+
+/// `GET` the rules of every datasource.
+pub const RULES: &str = "/coordinator/v1/rules";
+/// `GET` the rule changes of every datasource (`interval`, `count`).
+pub const RULES_HISTORY: &str = "/coordinator/v1/rules/history";
+/// `GET` (`?full`) / `POST` the rules of a datasource (or `_default`).
+pub const DATASOURCE_RULES: &str = "/coordinator/v1/rules/{data_source}";
+/// `GET` the rule changes of one datasource.
+pub const DATASOURCE_RULES_HISTORY: &str = "/coordinator/v1/rules/{data_source}/history";
+/// `GET|POST` the coordinator dynamic configuration.
+pub const COORDINATOR_CONFIG: &str = "/coordinator/v1/config";
+/// `GET` the coordinator dynamic configuration's history.
+pub const COORDINATOR_CONFIG_HISTORY: &str = "/coordinator/v1/config/history";
+/// `GET|POST` the overlord dynamic configuration (worker behaviour).
+pub const WORKER_CONFIG: &str = "/indexer/v1/worker";
+/// `GET` the overlord dynamic configuration's history.
+pub const WORKER_CONFIG_HISTORY: &str = "/indexer/v1/worker/history";
+/// `GET` the workers (this process).
+pub const WORKERS: &str = "/indexer/v1/workers";
+/// `GET` autoscaling events (none: empty body).
+pub const SCALING: &str = "/indexer/v1/scaling";

@@ -18,7 +18,7 @@ mod view;
 
 pub use cache::SegmentCache;
 pub use deep::{DeepStorage, SegmentLocation};
-pub use view::{DataSourceSnapshot, Hydrant, SegmentView};
+pub use view::{DataSourceSnapshot, Hydrant, LoadDecisions, SegmentLoad, SegmentView};
 
 use dolmen_common::ErrorCategory;
 

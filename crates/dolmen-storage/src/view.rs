@@ -16,7 +16,7 @@
 //! lock), so a query sees either the hydrants or the segments built from them, never both and
 //! never neither.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,11 +60,56 @@ pub struct Hydrant {
 /// one lock, so a handoff is seen entirely or not at all.
 #[derive(Debug, Clone)]
 pub struct DataSourceSnapshot {
-    /// Visible published segments; empty when the datasource has only hydrants so far.
+    /// Visible published segments that this process serves (the coordinator's unloaded ones
+    /// left out); empty when the datasource has only hydrants so far.
     pub timeline: Arc<Timeline>,
+    /// Every visible used segment, those the coordinator left unloaded included: what a query
+    /// from deep storage reads (Druid's statements read segments kept only in deep storage).
+    pub all_used: Arc<Timeline>,
     /// Hydrants of one replica per sink (ordered by sink id, then sequence). Their rows are
     /// in addition to the timeline's: hydrants are never overshadowed by segments.
     pub hydrants: Arc<[Arc<Hydrant>]>,
+}
+
+/// What the coordinator decided for one used, non-overshadowed segment (Druid's replication
+/// status of the segment): the replicas its load rule asks for per tier and whether this process
+/// serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SegmentLoad {
+    /// Replicas the matching load rule asks for, per tier (empty for broadcast rules).
+    pub required: BTreeMap<String, u32>,
+    /// True when this process serves the segment to queries.
+    pub loaded: bool,
+    /// Matched by a broadcast rule (loaded on every server).
+    pub broadcast: bool,
+}
+
+impl SegmentLoad {
+    /// Total replicas required over all tiers (Druid's `replication_factor`); 1 for a
+    /// broadcast segment (this process is every server).
+    pub fn replication_factor(&self) -> u32 {
+        if self.broadcast {
+            1
+        } else {
+            self.required.values().sum()
+        }
+    }
+
+    /// Replicas still missing on `tier`, given whether this process (at most one replica) is
+    /// on that tier and serves the segment: Druid's under-replication count.
+    pub fn missing_on(&self, tier: &str, served_here: bool) -> u32 {
+        let want = self.required.get(tier).copied().unwrap_or(0);
+        want.saturating_sub(u32::from(served_here))
+    }
+}
+
+/// The coordinator's decisions of its last run ([`SegmentView::set_load_decisions`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadDecisions {
+    /// Per segment id; used segments absent here were not evaluated yet.
+    pub segments: HashMap<String, SegmentLoad>,
+    /// The "now" of the run that made them, ms; `None` before the first run.
+    pub evaluated_at: Option<i64>,
 }
 
 /// One task registered for a sink.
@@ -105,7 +150,15 @@ impl Realtime {
 /// Everything readers see, behind one lock.
 #[derive(Debug, Default)]
 struct ViewState {
+    /// Every used segment's timeline (what the metadata store says is visible).
     timelines: HashMap<String, Arc<Timeline>>,
+    /// What queries read: `timelines` without the segments in `unloaded`.
+    served: HashMap<String, Arc<Timeline>>,
+    /// Ids of used segments the coordinator decided not to load (see
+    /// [`SegmentView::set_load_decisions`]).
+    unloaded: Arc<HashSet<String>>,
+    /// The coordinator's last decisions.
+    decisions: Arc<LoadDecisions>,
     realtime: HashMap<String, Realtime>,
 }
 
@@ -121,6 +174,27 @@ impl ViewState {
                 Arc::new(Timeline::build(segments.into_iter().map(Arc::new))),
             );
         }
+        self.recompute_served(data_source);
+    }
+
+    /// Recomputes the served timeline of one datasource (shared with `timelines` when none of
+    /// its segments is unloaded).
+    fn recompute_served(&mut self, data_source: &str) {
+        let Some(t) = self.timelines.get(data_source) else {
+            self.served.remove(data_source);
+            return;
+        };
+        let unloaded = &self.unloaded;
+        let any_unloaded = !unloaded.is_empty()
+            && t.entries()
+                .iter()
+                .any(|e| e.segments.iter().any(|s| unloaded.contains(&s.identifier)));
+        let served = if any_unloaded {
+            Arc::new(t.filtered(|s| !unloaded.contains(&s.identifier)))
+        } else {
+            Arc::clone(t)
+        };
+        self.served.insert(data_source.to_string(), served);
     }
 }
 
@@ -187,8 +261,59 @@ impl SegmentView {
             .into_iter()
             .map(|(ds, segs)| (ds, Arc::new(Timeline::build(segs))))
             .collect();
-        self.write_state().timelines = timelines;
+        let mut state = self.write_state();
+        state.timelines = timelines;
+        state.served.clear();
+        let names: Vec<String> = state.timelines.keys().cloned().collect();
+        for ds in names {
+            state.recompute_served(&ds);
+        }
         Ok(())
+    }
+
+    /// Installs the coordinator's decisions. Segments it decided not to load (a load rule with
+    /// no replicas on this process's tier) leave the query path ([`SegmentView::snapshot`]
+    /// skips them) while [`SegmentView::timeline`] still lists them as used. Replaces the
+    /// previous decisions; segments published later are served until the coordinator decides.
+    pub fn set_load_decisions(&self, decisions: LoadDecisions) {
+        let unloaded: Arc<HashSet<String>> = Arc::new(
+            decisions
+                .segments
+                .iter()
+                .filter(|(_, l)| !l.loaded)
+                .map(|(id, _)| id.clone())
+                .collect(),
+        );
+        let decisions = Arc::new(decisions);
+        {
+            let mut state = self.state.write().expect("view lock");
+            state.decisions = Arc::clone(&decisions);
+            if *state.unloaded == *unloaded {
+                return;
+            }
+        }
+        let mut state = self.write_state();
+        state.unloaded = unloaded;
+        let names: Vec<String> = state.timelines.keys().cloned().collect();
+        for ds in names {
+            state.recompute_served(&ds);
+        }
+    }
+
+    /// The coordinator's last decisions.
+    pub fn load_decisions(&self) -> Arc<LoadDecisions> {
+        Arc::clone(&self.state.read().expect("view lock").decisions)
+    }
+
+    /// True when queries read the segment with this id (it is not in the unloaded set; whether
+    /// it is used and visible is the timeline's business).
+    pub fn is_loaded(&self, segment_id: &str) -> bool {
+        !self
+            .state
+            .read()
+            .expect("view lock")
+            .unloaded
+            .contains(segment_id)
     }
 
     /// Rebuilds one datasource's timeline; its hydrants stay.
@@ -213,10 +338,14 @@ impl SegmentView {
     }
 
     /// The timeline and the visible hydrants of a datasource, taken under one read lock; `None`
-    /// when it has neither visible segments nor visible hydrants.
+    /// when it has neither visible segments nor visible hydrants. A datasource whose segments
+    /// the coordinator all left unloaded still has a snapshot (its columns are known, as with
+    /// Druid's centralized datasource schema): plain queries see no rows, queries from deep
+    /// storage read [`DataSourceSnapshot::all_used`].
     pub fn snapshot(&self, data_source: &str) -> Option<DataSourceSnapshot> {
         let state = self.state.read().expect("view lock");
-        let timeline = state
+        let timeline = state.served.get(data_source).cloned();
+        let all_used = state
             .timelines
             .get(data_source)
             .filter(|t| !t.is_empty())
@@ -227,16 +356,18 @@ impl SegmentView {
             .map(|r| Arc::clone(&r.visible))
             .filter(|h| !h.is_empty());
         drop(state);
-        if timeline.is_none() && hydrants.is_none() {
+        if all_used.is_none() && hydrants.is_none() {
             return None;
         }
+        let empty = || Arc::new(Timeline::build(std::iter::empty()));
         Some(DataSourceSnapshot {
-            timeline: timeline.unwrap_or_else(|| Arc::new(Timeline::build(std::iter::empty()))),
+            all_used: all_used.unwrap_or_else(empty),
+            timeline: timeline.unwrap_or_else(empty),
             hydrants: hydrants.unwrap_or_else(|| Arc::from(Vec::new())),
         })
     }
 
-    /// Datasources with visible segments or visible hydrants, sorted.
+    /// Datasources with visible used segments (served or not) or visible hydrants, sorted.
     pub fn data_sources(&self) -> Vec<String> {
         let state = self.state.read().expect("view lock");
         let mut v: Vec<String> = state

@@ -11,6 +11,13 @@
 //! | `--query-threads` | `DOLMEN_QUERY_THREADS` | `service.processing.numThreads` | number of cores |
 //! | `--emitter` | `DOLMEN_EMITTER` | `service.emitter` | `prometheus` |
 //! | | | `service.emitter.prometheus.namespace` | `druid` |
+//! | | | `service.coordinator.startDelay` | `PT300S` |
+//! | | | `service.coordinator.period` | `PT60S` |
+//! | | | `service.server.tier` | `_default_tier` |
+//! | | | `service.worker.category` | `_default_worker_category` |
+//! | | | `service.audit.manager.auditHistoryMillis` | 604800000 (one week) |
+//! | | | `service.coordinator.kill.audit.on`, `service.coordinator.kill.rule.on` (and `.period`, `.durationToRetain`) | true (P1D, P90D) |
+//! | | | `service.coordinator.kill.on` (and `.period`, `.bufferPeriod`, `.durationToRetain`, `.ignoreDurationToRetain`, `.maxSegments`, `.maxInterval`) | false (PT1800S, P30D, P90D, false, 100, P30D) |
 //!
 //! `service.emitter` (Druid's `druid.emitter`) is `prometheus` (metrics recorded and served at
 //! `GET /metrics`) or `noop` (nothing recorded, `/metrics` is 404); see `dolmen_metrics`.
@@ -76,6 +83,172 @@ pub struct ServerConfig {
     pub deep_storage: DeepStorageConfig,
     /// Metrics (`service.emitter`, `service.emitter.prometheus.namespace`).
     pub metrics: dolmen_metrics::MetricsConfig,
+    /// The coordinator's schedule, tier and audit settings.
+    pub coordinator: CoordinatorSettings,
+}
+
+/// Coordinator, tier and audit properties (Druid's `druid.coordinator.*`, `druid.server.tier`,
+/// `druid.worker.category`, `druid.audit.manager.auditHistoryMillis`).
+///
+/// | property | meaning | default |
+/// |---|---|---|
+/// | `service.coordinator.startDelay` | ISO 8601 duration before the first coordinator run | `PT300S` |
+/// | `service.coordinator.period` | ISO 8601 duration between runs | `PT60S` |
+/// | `service.server.tier` | the tier this process serves | `_default_tier` |
+/// | `service.worker.category` | this process's worker category | `_default_worker_category` |
+/// | `service.audit.manager.auditHistoryMillis` | default window of the history endpoints, ms | 604800000 |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorSettings {
+    /// `service.coordinator.startDelay`.
+    pub start_delay: Duration,
+    /// `service.coordinator.period`.
+    pub period: Duration,
+    /// `service.server.tier`.
+    pub tier: String,
+    /// `service.worker.category`.
+    pub worker_category: String,
+    /// `service.audit.manager.auditHistoryMillis`.
+    pub audit_history_ms: i64,
+    /// Auto-kill (`service.coordinator.kill.on`, default false; then `.period` PT1800S, which
+    /// must not be shorter than the coordinator period, `.bufferPeriod` P30D,
+    /// `.durationToRetain` P90D, `.ignoreDurationToRetain` false, `.maxSegments` 100,
+    /// `.maxInterval` P30D).
+    pub kill: Option<dolmen_coordinator::kill::KillSettings>,
+    /// Audit log cleanup (`service.coordinator.kill.audit.on`, default true; `.period` P1D,
+    /// `.durationToRetain` P90D).
+    pub audit_cleanup: Option<dolmen_coordinator::Retention>,
+    /// Rules cleanup for datasources without segments (`service.coordinator.kill.rule.on`,
+    /// default true; `.period` P1D, `.durationToRetain` P90D).
+    pub rules_cleanup: Option<dolmen_coordinator::Retention>,
+}
+
+/// `service.coordinator.kill.<what>.{on,period,durationToRetain}`.
+fn retention_property(
+    props: &Properties,
+    what: &str,
+) -> anyhow::Result<Option<dolmen_coordinator::Retention>> {
+    let p = format!("service.coordinator.kill.{what}");
+    if !props
+        .get_parsed::<bool>(&format!("{p}.on"))?
+        .unwrap_or(true)
+    {
+        return Ok(None);
+    }
+    let d = dolmen_coordinator::Retention::default();
+    let name = format!("{p}.durationToRetain");
+    let duration_to_retain = match props.get(&name) {
+        Some(text) => dolmen_common::Period::parse(text)
+            .map_err(|e| anyhow::anyhow!("{name}: [{text}] is not an ISO 8601 period: {}", e.0))?,
+        None => d.duration_to_retain,
+    };
+    Ok(Some(dolmen_coordinator::Retention {
+        period: duration_property(props, &format!("{p}.period"), d.period)?,
+        duration_to_retain,
+    }))
+}
+
+/// An ISO 8601 duration property of fixed length (`PT60S`, `PT1S`, `PT0S`; no months/years).
+fn duration_property(
+    props: &Properties,
+    name: &str,
+    default: Duration,
+) -> anyhow::Result<Duration> {
+    let Some(text) = props.get(name) else {
+        return Ok(default);
+    };
+    let period = dolmen_common::Period::parse(text)
+        .map_err(|e| anyhow::anyhow!("{name}: [{text}] is not an ISO 8601 duration: {}", e.0))?;
+    let ms = period
+        .checked_fixed_millis()
+        .filter(|ms| *ms >= 0)
+        .ok_or_else(|| {
+            anyhow::anyhow!("{name}: [{text}] must be a non-negative duration of fixed length (no months or years)")
+        })?;
+    Ok(Duration::from_millis(ms.unsigned_abs()))
+}
+
+impl CoordinatorSettings {
+    fn from_properties(props: &Properties) -> anyhow::Result<CoordinatorSettings> {
+        let period =
+            duration_property(props, "service.coordinator.period", Duration::from_secs(60))?;
+        if period.is_zero() {
+            anyhow::bail!("service.coordinator.period: must be longer than zero");
+        }
+        let history = props
+            .get_parsed::<i64>("service.audit.manager.auditHistoryMillis")?
+            .unwrap_or(7 * 24 * 60 * 60 * 1000);
+        if history < 0 {
+            anyhow::bail!("service.audit.manager.auditHistoryMillis: [{history}] must be >= 0");
+        }
+        let non_empty = |name: &str, default: &str| -> anyhow::Result<String> {
+            let v = props.get(name).unwrap_or(default).trim().to_string();
+            if v.is_empty() {
+                anyhow::bail!("{name}: must not be empty");
+            }
+            Ok(v)
+        };
+        let kill = if props
+            .get_parsed::<bool>("service.coordinator.kill.on")?
+            .unwrap_or(false)
+        {
+            let d = dolmen_coordinator::kill::KillSettings::default();
+            let period_property = |name: &str, default: dolmen_common::Period| {
+                props.get(name).map_or(Ok(default), |text| {
+                    dolmen_common::Period::parse(text).map_err(|e| {
+                        anyhow::anyhow!("{name}: [{text}] is not an ISO 8601 period: {}", e.0)
+                    })
+                })
+            };
+            let kill_period =
+                duration_property(props, "service.coordinator.kill.period", d.period)?;
+            if kill_period < period {
+                anyhow::bail!(
+                    "service.coordinator.kill.period: must not be shorter than service.coordinator.period"
+                );
+            }
+            let max_segments = props
+                .get_parsed::<usize>("service.coordinator.kill.maxSegments")?
+                .unwrap_or(d.max_segments);
+            if max_segments == 0 {
+                anyhow::bail!("service.coordinator.kill.maxSegments: must be positive");
+            }
+            Some(dolmen_coordinator::kill::KillSettings {
+                period: kill_period,
+                buffer_period: period_property(
+                    "service.coordinator.kill.bufferPeriod",
+                    d.buffer_period,
+                )?,
+                duration_to_retain: period_property(
+                    "service.coordinator.kill.durationToRetain",
+                    d.duration_to_retain,
+                )?,
+                ignore_duration_to_retain: props
+                    .get_parsed::<bool>("service.coordinator.kill.ignoreDurationToRetain")?
+                    .unwrap_or(false),
+                max_segments,
+                max_interval: period_property(
+                    "service.coordinator.kill.maxInterval",
+                    d.max_interval,
+                )?,
+            })
+        } else {
+            None
+        };
+        Ok(CoordinatorSettings {
+            audit_cleanup: retention_property(props, "audit")?,
+            rules_cleanup: retention_property(props, "rule")?,
+            kill,
+            start_delay: duration_property(
+                props,
+                "service.coordinator.startDelay",
+                Duration::from_secs(300),
+            )?,
+            period,
+            tier: non_empty("service.server.tier", "_default_tier")?,
+            worker_category: non_empty("service.worker.category", "_default_worker_category")?,
+            audit_history_ms: history,
+        })
+    }
 }
 
 /// `service.emitter` from the flag or environment, else the property, else `prometheus`; and
@@ -232,6 +405,7 @@ impl ServerConfig {
             .or_else(|| props.get("service.dataDir").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("var"));
         Ok(ServerConfig {
+            coordinator: CoordinatorSettings::from_properties(props)?,
             metrics: metrics_config(args, props)?,
             durable_storage: DurableStorageConfig::from_properties(props, &data_dir)?,
             deep_storage: DeepStorageConfig::from_properties(props, &data_dir)?,
@@ -287,6 +461,23 @@ impl ServerConfig {
             (
                 "service.emitter".into(),
                 self.metrics.emitter.as_str().to_string(),
+            ),
+            (
+                "service.coordinator.startDelay".into(),
+                format!("PT{}S", self.coordinator.start_delay.as_secs_f64()),
+            ),
+            (
+                "service.coordinator.period".into(),
+                format!("PT{}S", self.coordinator.period.as_secs_f64()),
+            ),
+            ("service.server.tier".into(), self.coordinator.tier.clone()),
+            (
+                "service.worker.category".into(),
+                self.coordinator.worker_category.clone(),
+            ),
+            (
+                "service.audit.manager.auditHistoryMillis".into(),
+                self.coordinator.audit_history_ms.to_string(),
             ),
         ];
         match &self.deep_storage {

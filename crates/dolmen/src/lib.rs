@@ -133,6 +133,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             host: advertised_host(&config.host),
             port: addr.port(),
             metrics: metrics.clone(),
+            category: config.coordinator.worker_category.clone(),
         },
     )
     .await
@@ -143,6 +144,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         start_time_ms: dolmen_common::time::now_millis(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         properties: config.properties(addr.port()),
+        tier: config.coordinator.tier.clone(),
     };
     // Lookups before the engine: queries read their tables from the first one on.
     let lookups = LookupManager::start(
@@ -177,7 +179,28 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         .await
         .context("cannot start the supervisors")?;
     register_metric_sources(&metrics, &view, &cache, &overlord, &supervisors);
+    let coordinator = dolmen_coordinator::Coordinator::new(
+        Arc::clone(&metadata),
+        Arc::clone(&view),
+        dolmen_coordinator::CoordinatorOptions {
+            start_delay: config.coordinator.start_delay,
+            period: config.coordinator.period,
+            tier: config.coordinator.tier.clone(),
+            clock: Arc::new(dolmen_common::time::now_millis),
+            kill: config.coordinator.kill.clone(),
+            audit_cleanup: config.coordinator.audit_cleanup.clone(),
+            rules_cleanup: config.coordinator.rules_cleanup.clone(),
+        },
+    )
+    .await
+    .context("cannot start the coordinator")?;
+    coordinator.set_kill_submitter(Arc::new(OverlordKillSubmitter(Arc::clone(&overlord))));
+    coordinator.set_segment_cache(Arc::clone(&cache));
     let state = Arc::new(AppState {
+        coordinator: Arc::clone(&coordinator),
+        audit_history_ms: config.coordinator.audit_history_ms,
+        worker_category: config.coordinator.worker_category.clone(),
+        started_ms: dolmen_common::time::now_millis(),
         overlord,
         supervisors,
         engine,
@@ -227,6 +250,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             }
         });
     }
+    background.spawn(coordinator.run(background_shutdown.clone()));
     {
         // `pollPeriod` of uri lookups: due ones are re-checked once a tick.
         let lookups = Arc::clone(&lookups);
@@ -250,6 +274,24 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         background,
         background_shutdown,
     })
+}
+
+/// Auto-kill submits its kill tasks to the overlord ([`dolmen_coordinator::kill`]).
+struct OverlordKillSubmitter(Arc<Overlord>);
+
+#[async_trait::async_trait]
+impl dolmen_coordinator::kill::KillTaskSubmitter for OverlordKillSubmitter {
+    fn total_worker_capacity(&self) -> usize {
+        self.0.task_slots().0
+    }
+
+    fn active_task_ids(&self) -> Vec<String> {
+        self.0.active_task_ids()
+    }
+
+    async fn submit(&self, spec: serde_json::Value) -> Result<String, String> {
+        self.0.submit(spec).await.map_err(|e| e.to_string())
+    }
 }
 
 /// What every scrape computes ([`dolmen_metrics::Metrics::add_source`]): segment counts and

@@ -12,6 +12,7 @@ mod lifecycle;
 mod lookups;
 mod metrics;
 mod nested;
+mod rules;
 mod sql_api;
 mod sql_formats;
 mod sql_functions;
