@@ -30,6 +30,7 @@
 //! (streaming, run by `dolmen-stream`, created by the [`supervisor`] manager). All go through
 //! the same lifecycle, logs and reports.
 
+pub mod compact;
 pub mod controller;
 pub mod kill;
 pub mod spec;
@@ -162,7 +163,7 @@ impl Progress {
             TaskSpec::Logstream(s) => {
                 Progress::Stream(Arc::new(TaskControl::new(&s.start_offsets)))
             }
-            TaskSpec::Index(_) => Progress::Index(Arc::new(RowStats::new())),
+            TaskSpec::Index(_) | TaskSpec::Compact(_) => Progress::Index(Arc::new(RowStats::new())),
             TaskSpec::Kill(_) => Progress::Kill(Arc::new(KillProgress::default())),
             TaskSpec::Controller(_) => Progress::Controller(Arc::new(ControllerProgress::new())),
         }
@@ -415,6 +416,9 @@ impl Overlord {
                 self.run_index(&id, s, &cancel, stats).await
             }
             (TaskSpec::Kill(s), Progress::Kill(k)) => self.run_kill(&id, s, &cancel, k).await,
+            (TaskSpec::Compact(s), Progress::Index(stats)) => {
+                self.run_compact(&id, s, &cancel, stats).await
+            }
             (TaskSpec::Controller(s), Progress::Controller(p)) => {
                 self.run_controller(&id, s, &cancel, p).await
             }
@@ -444,7 +448,7 @@ impl Overlord {
             }
         };
         let writes_segments = match &spec {
-            TaskSpec::Index(_) | TaskSpec::Logstream(_) => true,
+            TaskSpec::Index(_) | TaskSpec::Logstream(_) | TaskSpec::Compact(_) => true,
             TaskSpec::Controller(c) => c.is_ingestion(),
             TaskSpec::Kill(_) => false,
         };
@@ -634,6 +638,7 @@ impl Overlord {
             cancel: cancel.clone(),
             stats: Arc::clone(stats),
             lock_version: version,
+            last_compaction_state: None,
         };
         let segments = run_index_task(&env, spec).await?;
         self.config.metrics.add_ingest(
@@ -644,6 +649,74 @@ impl Overlord {
             },
         );
         Ok(segments.len())
+    }
+
+    /// A `compact` task ([`compact`]): the umbrella interval of the requested one and its
+    /// visible segments, aligned to the target granularity, locked EXCLUSIVE (WAITING); a slot
+    /// (PENDING); then, with the lock held, the segments are read again and rewritten by the
+    /// batch build and publish (RUNNING). Returns the number of segments published.
+    async fn run_compact(
+        &self,
+        id: &str,
+        spec: &compact::CompactTaskSpec,
+        cancel: &CancellationToken,
+        stats: &Arc<RowStats>,
+    ) -> Result<usize, IngestError> {
+        let used = self.compaction_candidates(spec, None).await?;
+        let before = compact::plan(spec, used).map_err(IngestError::Runtime)?;
+        let version = self
+            .acquire_locks(id, &spec.data_source, &[before.interval], true, cancel)
+            .await?;
+        tracing::info!(version = %version, interval = %before.interval, "acquired lock");
+        let _permit = self.wait_for_slot(id, cancel).await?;
+        // Under the lock nobody else writes the interval: plan again from what is there now.
+        let used = self
+            .compaction_candidates(spec, Some(before.interval))
+            .await?;
+        let plan = compact::plan(spec, used).map_err(IngestError::Runtime)?;
+        if !before.interval.contains(&plan.interval) {
+            return Err(IngestError::Runtime(format!(
+                "segments of [{}] changed while the task waited for its lock: they now span [{}], beyond the locked interval; submit the task again",
+                before.interval, plan.interval
+            )));
+        }
+        let index_json = spec.index_spec(id, before.interval, &plan.granularity, &plan.inputs);
+        let index = IndexTaskSpec::from_json(&index_json)?;
+        tracing::info!(
+            inputs = plan.inputs.len(),
+            granularity = %plan.granularity.to_json(),
+            "compacting"
+        );
+        let env = IndexTaskEnv {
+            task_id: id.to_string(),
+            work_dir: self.config.work_dir.join(id),
+            deep: self.deep.clone(),
+            metadata: Arc::clone(&self.metadata),
+            cancel: cancel.clone(),
+            stats: Arc::clone(stats),
+            lock_version: version,
+            last_compaction_state: Some(compact::compaction_state(&index)),
+        };
+        let segments = run_index_task(&env, &index).await?;
+        Ok(segments.len())
+    }
+
+    /// The used segments a compact task considers: those overlapping its interval (or
+    /// `within`), or for a `segments` input spec all used segments of the datasource.
+    async fn compaction_candidates(
+        &self,
+        spec: &compact::CompactTaskSpec,
+        within: Option<Interval>,
+    ) -> Result<Vec<dolmen_segment::DataSegment>, IngestError> {
+        let interval = match (within, spec.input_spec()) {
+            (Some(i), _) => Some(i),
+            (None, Some(compact::CompactionInputSpec::Interval { interval, .. })) => Some(interval),
+            _ => None,
+        };
+        self.metadata
+            .used_segments(&spec.data_source, interval)
+            .await
+            .map_err(|e| IngestError::Runtime(e.to_string()))
     }
 
     /// A `query_controller` task: the locks its destination needs (WAITING; none for a
@@ -678,6 +751,7 @@ impl Overlord {
             cancel: cancel.clone(),
             stats: Arc::new(RowStats::new()),
             lock_version: version,
+            last_compaction_state: None,
         };
         let work_dir = env.work_dir.clone();
         let task = ControllerTask {
@@ -1039,6 +1113,7 @@ mod tests {
                 },
                 drop_existing: vec![],
                 commit: None,
+                last_compaction_state: None,
             })
             .await
             .unwrap();
@@ -1191,7 +1266,7 @@ mod tests {
         let f = fixture().await;
         let err = f
             .overlord
-            .submit(json!({"type": "compact", "dataSource": "ds"}))
+            .submit(json!({"type": "index_hadoop", "dataSource": "ds"}))
             .await
             .unwrap_err();
         assert!(

@@ -3,6 +3,7 @@
 
 mod clients;
 mod common;
+mod compaction;
 mod coordinator;
 mod errors;
 mod ingest_query;
