@@ -30,6 +30,7 @@
 //! (streaming, run by `dolmen-stream`, created by the [`supervisor`] manager). All go through
 //! the same lifecycle, logs and reports.
 
+pub mod auto_compact;
 pub mod compact;
 pub mod controller;
 pub mod kill;

@@ -190,7 +190,12 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     )
     .await
     .context("cannot start the coordinator")?;
+    let compaction = Arc::new(dolmen_overlord::auto_compact::CompactionDuty::new(
+        Arc::clone(&overlord),
+        Arc::clone(&metadata),
+    ));
     let state = Arc::new(AppState {
+        compaction: Arc::clone(&compaction),
         coordinator: Arc::clone(&coordinator),
         audit_history_ms: config.coordinator.audit_history_ms,
         worker_category: config.coordinator.worker_category.clone(),
@@ -245,6 +250,34 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         });
     }
     background.spawn(coordinator.run(background_shutdown.clone()));
+    {
+        // The compaction duty of the coordinator's indexing group: first run after
+        // `startDelay`, then every `indexingPeriod` (Druid's `druid.coordinator.period.indexingPeriod`).
+        let token = background_shutdown.clone();
+        let (delay, period) = (
+            config.coordinator.start_delay,
+            config.coordinator.indexing_period,
+        );
+        background.spawn(async move {
+            tokio::select! {
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(delay) => {}
+            }
+            loop {
+                match compaction.run_once().await {
+                    Ok(ids) if !ids.is_empty() => {
+                        tracing::info!(tasks = ids.len(), "compaction duty submitted tasks");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "compaction duty failed"),
+                }
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    _ = tokio::time::sleep(period) => {}
+                }
+            }
+        });
+    }
     {
         // `pollPeriod` of uri lookups: due ones are re-checked once a tick.
         let lookups = Arc::clone(&lookups);

@@ -264,3 +264,279 @@ fn kill9_during_compaction_leaves_the_old_segments_answering() {
     assert_eq!(s.segment_counts(DS).0, 1);
     assert_eq!(s.totals(DS), totals);
 }
+
+/// Starts a server whose compaction duty runs every second (first run right away).
+fn start_fast(dir: &std::path::Path) -> Server {
+    let props = dir.join("runtime.properties");
+    std::fs::write(
+        &props,
+        "service.coordinator.startDelay=PT0S\nservice.coordinator.period=PT1S\nservice.coordinator.period.indexingPeriod=PT1S\n",
+    )
+    .unwrap();
+    Server::start_with_args(&dir.join("data"), &["--config", props.to_str().unwrap()])
+}
+
+impl Server {
+    fn post_with_author(&self, path: &str, body: &Value, author: &str) -> (u16, String) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .header("X-Service-Author", author)
+            .header("X-Service-Comment", "why not")
+            .json(body)
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    }
+
+    fn post_query(&self, path: &str) -> (u16, String) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    }
+}
+
+const CONFIG: &str = "/service/coordinator/v1/config/compaction";
+
+#[test]
+fn compaction_config_api_statuses_defaults_and_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_fast(dir.path());
+    // Nothing stored: the defaults.
+    assert_eq!(
+        s.get_json(CONFIG),
+        (
+            200,
+            json!({"compactionConfigs": [], "compactionTaskSlotRatio": 0.1,
+                   "maxCompactionTaskSlots": 2147483647, "useAutoScaleSlots": false})
+        )
+    );
+    assert_eq!(s.get_json(&format!("{CONFIG}/nope")).0, 404);
+    assert_eq!(s.delete(&format!("{CONFIG}/nope")).0, 404);
+    // Create for an unknown datasource: 200, empty body; read back with Druid's defaults.
+    assert_eq!(
+        s.post_with_author(CONFIG, &json!({"dataSource": "wiki"}), "alice"),
+        (200, String::new())
+    );
+    let (code, c) = s.get_json("/druid/coordinator/v1/config/compaction/wiki");
+    assert_eq!(code, 200);
+    assert_eq!(
+        c,
+        json!({"dataSource": "wiki", "taskPriority": 25, "inputSegmentSizeBytes": 100000000000000i64,
+               "maxRowsPerSegment": null, "skipOffsetFromLatest": "P1D", "tuningConfig": null,
+               "granularitySpec": null, "dimensionsSpec": null, "metricsSpec": null,
+               "transformSpec": null, "ioConfig": null, "taskContext": null})
+    );
+    // Bad configs: 400 naming the field.
+    for (body, field) in [
+        (json!({"taskPriority": 1}), "dataSource"),
+        (
+            json!({"dataSource": "wiki", "skipOffsetFromLatest": "x"}),
+            "skipOffsetFromLatest",
+        ),
+        (
+            json!({"dataSource": "wiki", "tuningConfig": {"partitionsSpec": {"type": "hashed", "numShards": "two"}}}),
+            "tuningConfig",
+        ),
+    ] {
+        let (code, text) = s.post_with_author(CONFIG, &body, "x");
+        assert_eq!(code, 400, "{text}");
+        assert!(text.contains(field), "{field}: {text}");
+    }
+    // An update, the same again (no audit entry), task slots.
+    let updated = json!({"dataSource": "wiki", "skipOffsetFromLatest": "PT0S",
+        "granularitySpec": {"segmentGranularity": "DAY"}});
+    assert_eq!(s.post_with_author(CONFIG, &updated, "bob").0, 200);
+    assert_eq!(s.post_with_author(CONFIG, &updated, "bob").0, 200);
+    assert_eq!(
+        s.post_query(&format!("{CONFIG}/taskslots?ratio=0.5&max=3")),
+        (200, String::new())
+    );
+    assert_eq!(s.post_query(&format!("{CONFIG}/taskslots?max=x")).0, 404);
+    assert_eq!(s.post_query(&format!("{CONFIG}/taskslots?ratio=y")).0, 404);
+    let (_, all) = s.get_json(CONFIG);
+    assert_eq!(all["compactionTaskSlotRatio"], 0.5);
+    assert_eq!(all["maxCompactionTaskSlots"], 3);
+    assert_eq!(all["compactionConfigs"][0]["skipOffsetFromLatest"], "PT0S");
+    assert_eq!(
+        all["compactionConfigs"][0]["granularitySpec"]["segmentGranularity"],
+        "DAY"
+    );
+
+    // History: create, update, slots change; newest first with count.
+    let (code, h) = s.get_json(&format!("{CONFIG}/wiki/history"));
+    assert_eq!(code, 200);
+    let h = h.as_array().unwrap();
+    assert_eq!(h.len(), 3, "{h:?}");
+    assert_eq!(h[0]["auditInfo"]["author"], "alice");
+    assert_eq!(h[0]["compactionConfig"]["skipOffsetFromLatest"], "P1D");
+    assert_eq!(h[1]["auditInfo"]["author"], "bob");
+    assert_eq!(h[1]["auditInfo"]["comment"], "why not");
+    assert_eq!(h[2]["globalConfig"]["maxCompactionTaskSlots"], 3);
+    assert!(h[0]["auditTime"].as_str().unwrap().ends_with('Z'));
+    let (_, last) = s.get_json(&format!("{CONFIG}/wiki/history?count=1"));
+    assert_eq!(last.as_array().unwrap().len(), 1);
+    assert_eq!(s.get_json(&format!("{CONFIG}/wiki/history?count=0")).0, 400);
+    assert_eq!(
+        s.get_json(&format!("{CONFIG}/wiki/history?count=abc")).0,
+        400
+    );
+    assert_eq!(
+        s.get_json(&format!("{CONFIG}/other/history")),
+        (200, json!([]))
+    );
+
+    // The newer overlord endpoints see the same configuration.
+    let (code, dss) = s.get_json("/druid/indexer/v1/compaction/config/datasources");
+    assert_eq!(code, 200);
+    assert_eq!(dss["compactionConfigs"][0]["dataSource"], "wiki");
+    assert_eq!(
+        s.get_json("/druid/indexer/v1/compaction/config/cluster").1["maxCompactionTaskSlots"],
+        3
+    );
+    let (code, body) = s.post_json(
+        "/druid/indexer/v1/compaction/config/datasources/other",
+        &json!({"dataSource": "wiki"}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(
+        s.post_json(
+            "/druid/indexer/v1/compaction/config/cluster",
+            &json!({"maxCompactionTaskSlots": 4})
+        ),
+        (200, json!({"success": true}))
+    );
+    let (_, entries) = s.get_json("/druid/indexer/v1/compaction/config/datasources/wiki/history");
+    assert_eq!(entries["entries"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        s.get_json("/druid/indexer/v1/compaction/isSupervisorEnabled"),
+        (200, json!(false))
+    );
+
+    // Status: a datasource without segments has no snapshot.
+    assert_eq!(
+        s.get_json("/service/coordinator/v1/compaction/progress").0,
+        400
+    );
+    assert_eq!(
+        s.get_json("/service/coordinator/v1/compaction/progress?dataSource=wiki")
+            .0,
+        404
+    );
+    assert_eq!(
+        s.get_json("/service/coordinator/v1/compaction/status?dataSource=wiki")
+            .0,
+        404
+    );
+
+    // Delete: 200, then 404; the history shows the deletion.
+    assert_eq!(s.delete(&format!("{CONFIG}/wiki")).0, 200);
+    assert_eq!(s.get_json(&format!("{CONFIG}/wiki")).0, 404);
+    let (_, h) = s.get_json(&format!("{CONFIG}/wiki/history"));
+    assert_eq!(
+        h.as_array().unwrap().last().unwrap()["compactionConfig"],
+        Value::Null
+    );
+
+    // Durable: the configuration survives a kill -9.
+    s.post_with_author(CONFIG, &json!({"dataSource": "kept"}), "carol");
+    s.kill9();
+    let s = start_fast(dir.path());
+    assert_eq!(s.get_json(&format!("{CONFIG}/kept")).0, 200);
+}
+
+#[test]
+fn auto_compaction_of_500_appended_segments_reaches_the_configured_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_fast(dir.path());
+    let ds = "events";
+    // 10 appends of 50 rows each, one segment per row: 500 segments over three days.
+    let start = 1_442_016_000_000i64 - 2 * 86_400_000; // 2015-09-10
+    for i in 0..10i64 {
+        let data = crate::common::inline_rows(start + i * 60_000, 5_184_000, 50);
+        let mut spec = crate::common::inline_spec(ds, &data, &[], true);
+        spec["spec"]["tuningConfig"] = json!({"type": "index_parallel",
+            "partitionsSpec": {"type": "dynamic", "maxRowsPerSegment": 1}});
+        let st = s.run_task(&spec);
+        assert_eq!(st["status"], "SUCCESS", "{st}");
+    }
+    let before = s.sql(&format!(
+        "SELECT COUNT(*) AS c, COUNT(DISTINCT page) AS p FROM \"{ds}\""
+    ));
+    assert_eq!(before[0]["c"], 500);
+    assert_eq!(s.segment_counts(ds).0, 500);
+
+    // Configure: DAY layout at most 100 rows per segment, nothing skipped.
+    let (code, text) = s.post_with_author(
+        CONFIG,
+        &json!({"dataSource": ds, "skipOffsetFromLatest": "PT0S", "maxRowsPerSegment": 100}),
+        "ops",
+    );
+    assert_eq!(code, 200, "{text}");
+    // Let the duty see it once with tasks still to run, then reach the layout.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut saw_awaiting_or_running = false;
+    loop {
+        let (code, st) = s.get_json(&format!(
+            "/service/coordinator/v1/compaction/status?dataSource={ds}"
+        ));
+        if code == 200 {
+            let st = &st["latestStatus"][0];
+            assert_eq!(st["scheduleStatus"], "RUNNING");
+            let compacted_rows = s.sql(&format!(
+                "SELECT COUNT(*) AS n FROM sys.segments WHERE datasource = '{ds}' AND is_overshadowed = 0 AND last_compaction_state IS NULL"
+            ));
+            if compacted_rows[0]["n"] != 0 {
+                saw_awaiting_or_running = true;
+            }
+            if compacted_rows[0]["n"] == 0
+                && st["segmentCountAwaitingCompaction"] == 0
+                && st["intervalCountAwaitingCompaction"] == 0
+                && st["intervalCountCompacted"] == 3
+                && st["segmentCountCompacted"] == s.segment_counts(ds).0
+            {
+                let (_, p) = s.get_json(&format!(
+                    "/service/coordinator/v1/compaction/progress?dataSource={ds}"
+                ));
+                assert_eq!(p, json!({"remainingSegmentSize": 0}));
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "auto-compaction did not finish");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(saw_awaiting_or_running);
+    // The layout: three DAY chunks of segments with at most 100 rows each, rows unchanged.
+    let rows = s.sql(&format!(
+        "SELECT \"start\", \"end\", num_rows, last_compaction_state FROM sys.segments \
+         WHERE datasource = '{ds}' AND is_overshadowed = 0"
+    ));
+    assert!(rows.len() >= 5 && rows.len() <= 8, "{rows:?}");
+    for r in &rows {
+        assert!(r["num_rows"].as_u64().unwrap() <= 100, "{r}");
+        let state: Value =
+            serde_json::from_str(r["last_compaction_state"].as_str().unwrap()).unwrap();
+        assert_eq!(state["partitionsSpec"]["maxRowsPerSegment"], 100);
+    }
+    let after = s.sql(&format!(
+        "SELECT COUNT(*) AS c, COUNT(DISTINCT page) AS p FROM \"{ds}\""
+    ));
+    assert_eq!(after, before);
+    let (_, st) = s.get_json(&format!(
+        "/druid/indexer/v1/compaction/status/datasources/{ds}"
+    ));
+    assert_eq!(st["segmentCountCompacted"], rows.len());
+    // Nothing further to do: no more compact tasks after the layout is reached.
+    let tasks = |s: &Server| {
+        s.get_json("/service/indexer/v1/tasks?type=compact")
+            .1
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let n = tasks(&s);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(tasks(&s), n);
+}
