@@ -230,6 +230,9 @@ pub struct Overlord {
     slots: Arc<Semaphore>,
     live: Mutex<HashMap<String, LiveTask>>,
     locks: Mutex<Vec<HeldLock>>,
+    /// Lock requests still waiting, by arrival ticket (see [`Overlord::acquire_locks`]).
+    lock_waiters: Mutex<Vec<(u64, HeldLock)>>,
+    next_ticket: std::sync::atomic::AtomicU64,
     lock_released: Notify,
     shutdown: CancellationToken,
     tracker: TaskTracker,
@@ -311,6 +314,8 @@ impl Overlord {
             config,
             live: Mutex::new(HashMap::new()),
             locks: Mutex::new(Vec::new()),
+            lock_waiters: Mutex::new(Vec::new()),
+            next_ticket: std::sync::atomic::AtomicU64::new(0),
             lock_released: Notify::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
@@ -833,6 +838,13 @@ impl Overlord {
     /// and returns the version an overwrite writes: now, bumped past every version already
     /// used in the locked intervals. EXCLUSIVE locks conflict with every overlapping lock of
     /// the datasource; APPEND locks only with EXCLUSIVE ones.
+    ///
+    /// Conflicting requests are granted in arrival order: a request also waits for the earlier
+    /// requests it conflicts with, even before they hold anything. Without this a `compact`
+    /// task's EXCLUSIVE lock would never be granted while a supervisor keeps one of its
+    /// streaming tasks' APPEND locks held at every moment (the next task starts before the
+    /// previous one has published); with it, the next streaming task waits for the compaction
+    /// (ADR 0022).
     async fn acquire_locks(
         &self,
         id: &str,
@@ -842,16 +854,53 @@ impl Overlord {
         cancel: &CancellationToken,
     ) -> Result<String, IngestError> {
         let ds = data_source.to_string();
+        let ticket = self
+            .next_ticket
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let conflicts = |h: &HeldLock| {
+            h.task_id != id
+                && h.data_source == ds
+                && (h.exclusive || exclusive)
+                && intervals.iter().any(|i| i.overlaps(&h.interval))
+        };
+        // Registered as a waiter until granted or cancelled (removed on drop either way).
+        struct Waiting<'a>(&'a Overlord, u64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0
+                    .lock_waiters
+                    .lock()
+                    .expect("lock waiters")
+                    .retain(|(t, _)| *t != self.1);
+                self.0.lock_released.notify_waiters();
+            }
+        }
+        self.lock_waiters
+            .lock()
+            .expect("lock waiters")
+            .extend(intervals.iter().map(|iv| {
+                (
+                    ticket,
+                    HeldLock {
+                        task_id: id.to_string(),
+                        data_source: ds.clone(),
+                        interval: *iv,
+                        exclusive,
+                    },
+                )
+            }));
+        let waiting = Waiting(self, ticket);
         loop {
             let notified = self.lock_released.notified();
             {
                 let mut held = self.locks.lock().expect("lock table");
-                let conflict = held.iter().any(|h| {
-                    h.task_id != id
-                        && h.data_source == ds
-                        && (h.exclusive || exclusive)
-                        && intervals.iter().any(|i| i.overlaps(&h.interval))
-                });
+                let earlier = self
+                    .lock_waiters
+                    .lock()
+                    .expect("lock waiters")
+                    .iter()
+                    .any(|(t, w)| *t < ticket && conflicts(w));
+                let conflict = earlier || held.iter().any(conflicts);
                 if !conflict {
                     for iv in intervals {
                         held.push(HeldLock {
@@ -870,6 +919,7 @@ impl Overlord {
                 _ = cancel.cancelled() => return Err(IngestError::Canceled),
             }
         }
+        drop(waiting);
         // Version: now, bumped past every version already used in the locked intervals.
         let mut v = now_millis();
         for iv in intervals {
