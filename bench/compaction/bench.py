@@ -22,7 +22,6 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ingest"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "query"))
 import bench as ingest  # noqa: E402  (bench/ingest/bench.py)
 
 import importlib.util  # noqa: E402

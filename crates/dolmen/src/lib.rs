@@ -253,18 +253,38 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     {
         // The compaction duty of the coordinator's indexing group: first run after
         // `startDelay`, then every `indexingPeriod` (Druid's `druid.coordinator.period.indexingPeriod`).
+        // Skipped while the coordinator's dynamic config says `pauseCoordination`.
         let token = background_shutdown.clone();
         let (delay, period) = (
             config.coordinator.start_delay,
             config.coordinator.indexing_period,
         );
+        let store = Arc::clone(&state.metadata);
         background.spawn(async move {
             tokio::select! {
                 _ = token.cancelled() => return,
                 _ = tokio::time::sleep(delay) => {}
             }
             loop {
-                match compaction.run_once().await {
+                let paused = match store
+                    .config(dolmen_coordinator::config::COORDINATOR_CONFIG_KEY)
+                    .await
+                {
+                    Ok(doc) => {
+                        dolmen_coordinator::CoordinatorDynamicConfig::from_stored(doc.as_ref())
+                            .pause_coordination()
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the coordinator config");
+                        true
+                    }
+                };
+                let outcome = if paused {
+                    Ok(Vec::new())
+                } else {
+                    compaction.run_once().await
+                };
+                match outcome {
                     Ok(ids) if !ids.is_empty() => {
                         tracing::info!(tasks = ids.len(), "compaction duty submitted tasks");
                     }

@@ -469,13 +469,38 @@ fn auto_compaction_of_500_appended_segments_reaches_the_configured_layout() {
     assert_eq!(before[0]["c"], 500);
     assert_eq!(s.segment_counts(ds).0, 500);
 
-    // Configure: DAY layout at most 100 rows per segment, nothing skipped.
+    // Configure: DAY layout at most 100 rows per segment, nothing skipped; while coordination
+    // is paused the duty does nothing.
+    let pause = |on: bool| {
+        let (code, _) = s.post_json(
+            "/service/coordinator/v1/config",
+            &json!({"pauseCoordination": on}),
+        );
+        assert_eq!(code, 200);
+    };
+    pause(true);
     let (code, text) = s.post_with_author(
         CONFIG,
         &json!({"dataSource": ds, "skipOffsetFromLatest": "PT0S", "maxRowsPerSegment": 100}),
         "ops",
     );
     assert_eq!(code, 200, "{text}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let compact_tasks = |s: &Server| {
+        s.get_json("/service/indexer/v1/tasks?type=compact")
+            .1
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    assert_eq!(compact_tasks(&s), 0);
+    assert_eq!(
+        s.get_json(&format!(
+            "/service/coordinator/v1/compaction/status?dataSource={ds}"
+        ))
+        .0,
+        404
+    );
+    pause(false);
     // Let the duty see it once with tasks still to run, then reach the layout.
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut saw_awaiting_or_running = false;
@@ -530,15 +555,10 @@ fn auto_compaction_of_500_appended_segments_reaches_the_configured_layout() {
     ));
     assert_eq!(st["segmentCountCompacted"], rows.len());
     // Nothing further to do: no more compact tasks after the layout is reached.
-    let tasks = |s: &Server| {
-        s.get_json("/service/indexer/v1/tasks?type=compact")
-            .1
-            .as_array()
-            .map_or(0, Vec::len)
-    };
-    let n = tasks(&s);
+    let n = compact_tasks(&s);
+    assert!(n >= 3, "{n}");
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(tasks(&s), n);
+    assert_eq!(compact_tasks(&s), n);
 }
 
 /// Auto-compaction of the very intervals a `logstream` supervisor is appending to
