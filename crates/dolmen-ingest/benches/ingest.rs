@@ -49,6 +49,7 @@ fn ingest(rollup: bool) {
             cancel: CancellationToken::new(),
             stats: Arc::new(RowStats::new()),
             lock_version: "2026-01-01T00:00:00.000Z".into(),
+            last_compaction_state: None,
         };
         let segs = run_index_task(&env, &spec(rollup)).await.unwrap();
         let rows: u64 = segs.iter().map(|s| s.num_rows).sum();

@@ -120,6 +120,8 @@ pub struct IndexTaskEnv {
     pub stats: Arc<RowStats>,
     /// Version for overwritten time chunks (from the task's lock).
     pub lock_version: String,
+    /// Recorded as `lastCompactionState` in every published segment (compact tasks only).
+    pub last_compaction_state: Option<Value>,
 }
 
 /// Runs a batch task to completion and returns the published segments.
@@ -252,6 +254,7 @@ pub async fn push_and_publish(
         mode,
         drop_existing,
         commit: None,
+        last_compaction_state: env.last_compaction_state.clone(),
     };
     match env.metadata.publish_segments(req).await {
         Ok(published) => {

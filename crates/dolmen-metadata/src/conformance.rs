@@ -43,6 +43,7 @@ pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
             },
             drop_existing: vec![],
             commit: None,
+            last_compaction_state: None,
         })
         .await
         .unwrap();
@@ -59,6 +60,7 @@ pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
             },
             drop_existing: vec![],
             commit: None,
+            last_compaction_state: None,
         })
         .await
         .unwrap();
@@ -80,6 +82,7 @@ pub async fn publish_overwrite_and_overshadow(store: &dyn MetadataStore) {
             },
             drop_existing: vec![],
             commit: None,
+            last_compaction_state: None,
         })
         .await
         .unwrap_err();
@@ -106,6 +109,7 @@ pub async fn publish_append(store: &dyn MetadataStore) {
         },
         drop_existing: vec![],
         commit: None,
+        last_compaction_state: None,
     };
     let a = store.publish_segments(req("1")).await.unwrap();
     assert_eq!(a[0].version, "v1");
@@ -132,6 +136,7 @@ pub async fn publish_append(store: &dyn MetadataStore) {
             },
             drop_existing: vec![],
             commit: None,
+            last_compaction_state: None,
         })
         .await
         .unwrap_err();
@@ -153,6 +158,7 @@ pub async fn publish_drop_existing(store: &dyn MetadataStore) {
                 },
                 drop_existing: vec![],
                 commit: None,
+                last_compaction_state: None,
             })
             .await
             .unwrap();
@@ -166,6 +172,7 @@ pub async fn publish_drop_existing(store: &dyn MetadataStore) {
             },
             drop_existing: vec![Interval::parse("2015-09-12/2015-09-14").unwrap()],
             commit: None,
+            last_compaction_state: None,
         })
         .await
         .unwrap();
@@ -195,6 +202,7 @@ async fn publish_days(
                 },
                 drop_existing: vec![],
                 commit: None,
+                last_compaction_state: None,
             })
             .await
             .unwrap();
@@ -573,6 +581,7 @@ pub async fn stream_commit_compare_and_swap(store: &dyn MetadataStore) {
             start: offsets(start),
             end: offsets(end),
         }),
+        last_compaction_state: None,
     };
     assert_eq!(store.stream_offsets("rt").await.unwrap(), None);
     // No stored offsets: any start is accepted.

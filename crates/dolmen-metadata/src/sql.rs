@@ -250,7 +250,7 @@ impl MetadataStore for SqlMetadataStore {
                     size: s.size,
                     num_rows: s.num_rows,
                     columns: s.columns.clone(),
-                    last_compaction_state: None,
+                    last_compaction_state: req.last_compaction_state.clone(),
                     identifier: id.to_string(),
                 };
                 let payload = serde_json::to_string(&seg)

@@ -238,6 +238,9 @@ pub struct PublishRequest {
     pub drop_existing: Vec<Interval>,
     /// Stream offsets committed with the segments (streaming ingestion), or `None` for batch.
     pub commit: Option<StreamCommit>,
+    /// The compaction state recorded in every published segment's `lastCompactionState`
+    /// (compact tasks; `None` for everything else).
+    pub last_compaction_state: Option<serde_json::Value>,
 }
 
 /// The offsets a streaming task's segments cover, committed atomically with them (Druid's

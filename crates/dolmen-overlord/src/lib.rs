@@ -30,6 +30,8 @@
 //! (streaming, run by `dolmen-stream`, created by the [`supervisor`] manager). All go through
 //! the same lifecycle, logs and reports.
 
+pub mod auto_compact;
+pub mod compact;
 pub mod controller;
 pub mod kill;
 pub mod spec;
@@ -165,7 +167,7 @@ impl Progress {
             TaskSpec::Logstream(s) => {
                 Progress::Stream(Arc::new(TaskControl::new(&s.start_offsets)))
             }
-            TaskSpec::Index(_) => Progress::Index(Arc::new(RowStats::new())),
+            TaskSpec::Index(_) | TaskSpec::Compact(_) => Progress::Index(Arc::new(RowStats::new())),
             TaskSpec::Kill(_) => Progress::Kill(Arc::new(KillProgress::default())),
             TaskSpec::Controller(_) => Progress::Controller(Arc::new(ControllerProgress::new())),
         }
@@ -259,6 +261,9 @@ pub struct Overlord {
     slot_freed: Arc<Notify>,
     live: Mutex<HashMap<String, LiveTask>>,
     locks: Mutex<Vec<HeldLock>>,
+    /// Lock requests still waiting, by arrival ticket (see [`Overlord::acquire_locks`]).
+    lock_waiters: Mutex<Vec<(u64, HeldLock)>>,
+    next_ticket: std::sync::atomic::AtomicU64,
     lock_released: Notify,
     shutdown: CancellationToken,
     tracker: TaskTracker,
@@ -342,6 +347,8 @@ impl Overlord {
             config,
             live: Mutex::new(HashMap::new()),
             locks: Mutex::new(Vec::new()),
+            lock_waiters: Mutex::new(Vec::new()),
+            next_ticket: std::sync::atomic::AtomicU64::new(0),
             lock_released: Notify::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
@@ -448,6 +455,9 @@ impl Overlord {
                 self.run_index(&id, s, &cancel, stats).await
             }
             (TaskSpec::Kill(s), Progress::Kill(k)) => self.run_kill(&id, s, &cancel, k).await,
+            (TaskSpec::Compact(s), Progress::Index(stats)) => {
+                self.run_compact(&id, s, &cancel, stats).await
+            }
             (TaskSpec::Controller(s), Progress::Controller(p)) => {
                 self.run_controller(&id, s, &cancel, p).await
             }
@@ -477,7 +487,7 @@ impl Overlord {
             }
         };
         let writes_segments = match &spec {
-            TaskSpec::Index(_) | TaskSpec::Logstream(_) => true,
+            TaskSpec::Index(_) | TaskSpec::Logstream(_) | TaskSpec::Compact(_) => true,
             TaskSpec::Controller(c) => c.is_ingestion(),
             TaskSpec::Kill(_) => false,
         };
@@ -726,6 +736,7 @@ impl Overlord {
             cancel: cancel.clone(),
             stats: Arc::clone(stats),
             lock_version: version,
+            last_compaction_state: None,
         };
         let segments = run_index_task(&env, spec).await?;
         self.config.metrics.add_ingest(
@@ -736,6 +747,74 @@ impl Overlord {
             },
         );
         Ok(segments.len())
+    }
+
+    /// A `compact` task ([`compact`]): the umbrella interval of the requested one and its
+    /// visible segments, aligned to the target granularity, locked EXCLUSIVE (WAITING); a slot
+    /// (PENDING); then, with the lock held, the segments are read again and rewritten by the
+    /// batch build and publish (RUNNING). Returns the number of segments published.
+    async fn run_compact(
+        &self,
+        id: &str,
+        spec: &compact::CompactTaskSpec,
+        cancel: &CancellationToken,
+        stats: &Arc<RowStats>,
+    ) -> Result<usize, IngestError> {
+        let used = self.compaction_candidates(spec, None).await?;
+        let before = compact::plan(spec, used).map_err(IngestError::Runtime)?;
+        let version = self
+            .acquire_locks(id, &spec.data_source, &[before.interval], true, cancel)
+            .await?;
+        tracing::info!(version = %version, interval = %before.interval, "acquired lock");
+        let _permit = self.wait_for_slot(id, cancel).await?;
+        // Under the lock nobody else writes the interval: plan again from what is there now.
+        let used = self
+            .compaction_candidates(spec, Some(before.interval))
+            .await?;
+        let plan = compact::plan(spec, used).map_err(IngestError::Runtime)?;
+        if !before.interval.contains(&plan.interval) {
+            return Err(IngestError::Runtime(format!(
+                "segments of [{}] changed while the task waited for its lock: they now span [{}], beyond the locked interval; submit the task again",
+                before.interval, plan.interval
+            )));
+        }
+        let index_json = spec.index_spec(id, before.interval, &plan.granularity, &plan.inputs);
+        let index = IndexTaskSpec::from_json(&index_json)?;
+        tracing::info!(
+            inputs = plan.inputs.len(),
+            granularity = %plan.granularity.to_json(),
+            "compacting"
+        );
+        let env = IndexTaskEnv {
+            task_id: id.to_string(),
+            work_dir: self.config.work_dir.join(id),
+            deep: self.deep.clone(),
+            metadata: Arc::clone(&self.metadata),
+            cancel: cancel.clone(),
+            stats: Arc::clone(stats),
+            lock_version: version,
+            last_compaction_state: Some(compact::compaction_state(&index)),
+        };
+        let segments = run_index_task(&env, &index).await?;
+        Ok(segments.len())
+    }
+
+    /// The used segments a compact task considers: those overlapping its interval (or
+    /// `within`), or for a `segments` input spec all used segments of the datasource.
+    async fn compaction_candidates(
+        &self,
+        spec: &compact::CompactTaskSpec,
+        within: Option<Interval>,
+    ) -> Result<Vec<dolmen_segment::DataSegment>, IngestError> {
+        let interval = match (within, spec.input_spec()) {
+            (Some(i), _) => Some(i),
+            (None, Some(compact::CompactionInputSpec::Interval { interval, .. })) => Some(interval),
+            _ => None,
+        };
+        self.metadata
+            .used_segments(&spec.data_source, interval)
+            .await
+            .map_err(|e| IngestError::Runtime(e.to_string()))
     }
 
     /// A `query_controller` task: the locks its destination needs (WAITING; none for a
@@ -770,6 +849,7 @@ impl Overlord {
             cancel: cancel.clone(),
             stats: Arc::new(RowStats::new()),
             lock_version: version,
+            last_compaction_state: None,
         };
         let work_dir = env.work_dir.clone();
         let task = ControllerTask {
@@ -850,6 +930,13 @@ impl Overlord {
     /// and returns the version an overwrite writes: now, bumped past every version already
     /// used in the locked intervals. EXCLUSIVE locks conflict with every overlapping lock of
     /// the datasource; APPEND locks only with EXCLUSIVE ones.
+    ///
+    /// Conflicting requests are granted in arrival order: a request also waits for the earlier
+    /// requests it conflicts with, even before they hold anything. Without this a `compact`
+    /// task's EXCLUSIVE lock would never be granted while a supervisor keeps one of its
+    /// streaming tasks' APPEND locks held at every moment (the next task starts before the
+    /// previous one has published); with it, the next streaming task waits for the compaction
+    /// (ADR 0022).
     async fn acquire_locks(
         &self,
         id: &str,
@@ -859,16 +946,53 @@ impl Overlord {
         cancel: &CancellationToken,
     ) -> Result<String, IngestError> {
         let ds = data_source.to_string();
+        let ticket = self
+            .next_ticket
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let conflicts = |h: &HeldLock| {
+            h.task_id != id
+                && h.data_source == ds
+                && (h.exclusive || exclusive)
+                && intervals.iter().any(|i| i.overlaps(&h.interval))
+        };
+        // Registered as a waiter until granted or cancelled (removed on drop either way).
+        struct Waiting<'a>(&'a Overlord, u64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0
+                    .lock_waiters
+                    .lock()
+                    .expect("lock waiters")
+                    .retain(|(t, _)| *t != self.1);
+                self.0.lock_released.notify_waiters();
+            }
+        }
+        self.lock_waiters
+            .lock()
+            .expect("lock waiters")
+            .extend(intervals.iter().map(|iv| {
+                (
+                    ticket,
+                    HeldLock {
+                        task_id: id.to_string(),
+                        data_source: ds.clone(),
+                        interval: *iv,
+                        exclusive,
+                    },
+                )
+            }));
+        let waiting = Waiting(self, ticket);
         loop {
             let notified = self.lock_released.notified();
             {
                 let mut held = self.locks.lock().expect("lock table");
-                let conflict = held.iter().any(|h| {
-                    h.task_id != id
-                        && h.data_source == ds
-                        && (h.exclusive || exclusive)
-                        && intervals.iter().any(|i| i.overlaps(&h.interval))
-                });
+                let earlier = self
+                    .lock_waiters
+                    .lock()
+                    .expect("lock waiters")
+                    .iter()
+                    .any(|(t, w)| *t < ticket && conflicts(w));
+                let conflict = earlier || held.iter().any(conflicts);
                 if !conflict {
                     for iv in intervals {
                         held.push(HeldLock {
@@ -887,6 +1011,7 @@ impl Overlord {
                 _ = cancel.cancelled() => return Err(IngestError::Canceled),
             }
         }
+        drop(waiting);
         // Version: now, bumped past every version already used in the locked intervals.
         let mut v = now_millis();
         for iv in intervals {
@@ -1132,6 +1257,7 @@ mod tests {
                 },
                 drop_existing: vec![],
                 commit: None,
+                last_compaction_state: None,
             })
             .await
             .unwrap();
@@ -1284,7 +1410,7 @@ mod tests {
         let f = fixture().await;
         let err = f
             .overlord
-            .submit(json!({"type": "compact", "dataSource": "ds"}))
+            .submit(json!({"type": "index_hadoop", "dataSource": "ds"}))
             .await
             .unwrap_err();
         assert!(

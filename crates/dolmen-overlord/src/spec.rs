@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::OverlordError;
+use crate::compact::CompactTaskSpec;
 use crate::controller::ControllerSpec;
 
 /// Druid's default number of segments a kill task deletes per metadata transaction
@@ -35,6 +36,8 @@ pub enum TaskSpec {
     /// `index_logstream`: a streaming task reading Kafka partitions (created by a `logstream`
     /// supervisor, see [`crate::supervisor`]).
     Logstream(Box<LogstreamTaskSpec>),
+    /// `compact`: rewrites the segments of an interval (see [`crate::compact`]).
+    Compact(Box<CompactTaskSpec>),
 }
 
 /// A `kill` task: deletes the *unused* segments of a datasource lying fully inside `interval`
@@ -139,7 +142,7 @@ impl KillTaskSpec {
 }
 
 /// Parses a JSON value into `T`, naming the path of the first bad field.
-fn parse_named<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, OverlordError> {
+pub(crate) fn parse_named<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, OverlordError> {
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -177,11 +180,14 @@ impl TaskSpec {
                 spec.validate()?;
                 Ok(TaskSpec::Controller(Box::new(spec)))
             }
+            crate::compact::TASK_TYPE => {
+                CompactTaskSpec::from_json(payload).map(|s| TaskSpec::Compact(Box::new(s)))
+            }
             dolmen_stream::task::TASK_TYPE => LogstreamTaskSpec::from_json(payload)
                 .map(|s| TaskSpec::Logstream(Box::new(s)))
                 .map_err(OverlordError::InvalidTask),
             other => Err(OverlordError::InvalidTask(format!(
-                "type: unsupported task type [{other}]; supported: index_parallel, index, kill, query_controller, index_logstream"
+                "type: unsupported task type [{other}]; supported: index_parallel, index, kill, query_controller, index_logstream, compact"
             ))),
         }
     }
@@ -193,6 +199,7 @@ impl TaskSpec {
             TaskSpec::Kill(s) => &s.task_type,
             TaskSpec::Controller(s) => &s.task_type,
             TaskSpec::Logstream(_) => dolmen_stream::task::TASK_TYPE,
+            TaskSpec::Compact(s) => &s.task_type,
         }
     }
 
@@ -203,6 +210,7 @@ impl TaskSpec {
             TaskSpec::Kill(s) => &s.data_source,
             TaskSpec::Controller(s) => &s.data_source,
             TaskSpec::Logstream(s) => &s.spec.data_source,
+            TaskSpec::Compact(s) => &s.data_source,
         }
     }
 
@@ -213,6 +221,7 @@ impl TaskSpec {
             TaskSpec::Kill(s) => s.id.as_deref(),
             TaskSpec::Controller(s) => s.id.as_deref(),
             TaskSpec::Logstream(s) => Some(&s.id),
+            TaskSpec::Compact(s) => s.id.as_deref(),
         }
     }
 
@@ -223,6 +232,7 @@ impl TaskSpec {
             TaskSpec::Kill(s) => s.group_id.as_deref(),
             TaskSpec::Controller(s) => s.group_id.as_deref(),
             TaskSpec::Logstream(_) => None,
+            TaskSpec::Compact(s) => s.group_id.as_deref(),
         }
     }
 
@@ -259,6 +269,14 @@ impl TaskSpec {
                 TaskSpec::Controller(s)
             }
             TaskSpec::Logstream(s) => TaskSpec::Logstream(s.clone()),
+            TaskSpec::Compact(s) => {
+                let mut s = Box::new(s.normalized());
+                s.id = Some(id.to_string());
+                s.group_id = Some(group);
+                s.resource.get_or_insert_with(resource);
+                s.context.get_or_insert_with(serde_json::Map::new);
+                TaskSpec::Compact(s)
+            }
         }
     }
 
@@ -272,6 +290,7 @@ impl TaskSpec {
             TaskSpec::Kill(s) => serde_json::to_value(s),
             TaskSpec::Controller(s) => serde_json::to_value(s),
             TaskSpec::Logstream(s) => Ok(s.to_json()),
+            TaskSpec::Compact(s) => serde_json::to_value(s),
         }
         .map_err(|e| OverlordError::InvalidTask(e.to_string()))
     }
@@ -285,6 +304,7 @@ impl TaskSpec {
             // Druid names statements `query-<uuid>`.
             TaskSpec::Controller(_) => format!("query-{}", uuid::Uuid::new_v4()),
             TaskSpec::Logstream(s) => s.id.clone(),
+            TaskSpec::Compact(s) => generate_task_id(&s.task_type, &s.data_source, now_ms),
         }
     }
 }
@@ -378,7 +398,7 @@ mod tests {
         let mut missing = base();
         missing.as_object_mut().unwrap().remove("interval");
         assert!(err(missing).contains("interval"));
-        assert!(err(json!({"type": "compact"})).contains("type"));
+        assert!(err(json!({"type": "compact"})).contains("dataSource"));
         assert!(err(json!({"dataSource": "x"})).contains("type"));
     }
 }

@@ -11,6 +11,7 @@
 //! Handlers are thin: they parse and validate the request at the edge and call the overlord or
 //! the query engine.
 
+pub mod compaction;
 pub mod config_rules;
 pub mod coordinator;
 pub mod error;
@@ -85,6 +86,8 @@ pub struct AppState {
     pub worker_category: String,
     /// When the process started, ms since the epoch.
     pub started_ms: i64,
+    /// The automatic compaction duty and its last status snapshots.
+    pub compaction: Arc<dolmen_overlord::auto_compact::CompactionDuty>,
 }
 
 impl AppState {
@@ -263,6 +266,54 @@ fn api_routes() -> Router<Arc<AppState>> {
         )
         .route(paths::WORKERS, get(config_rules::list_workers))
         .route(paths::SCALING, get(config_rules::scaling))
+        .route(
+            paths::COMPACTION_CONFIG,
+            get(compaction::get_configs).post(compaction::post_config),
+        )
+        .route(
+            paths::COMPACTION_TASKSLOTS,
+            axum::routing::post(compaction::post_taskslots),
+        )
+        .route(
+            paths::COMPACTION_DATASOURCE_CONFIG,
+            get(compaction::get_config).delete(compaction::delete_config),
+        )
+        .route(
+            paths::COMPACTION_DATASOURCE_HISTORY,
+            get(compaction::config_history),
+        )
+        .route(paths::COMPACTION_PROGRESS, get(compaction::progress))
+        .route(paths::COMPACTION_STATUS, get(compaction::status))
+        .route(
+            paths::OVERLORD_COMPACTION_CLUSTER,
+            get(compaction::get_cluster).post(compaction::post_cluster),
+        )
+        .route(
+            paths::OVERLORD_COMPACTION_DATASOURCES,
+            get(compaction::get_datasource_configs),
+        )
+        .route(
+            paths::OVERLORD_COMPACTION_DATASOURCE,
+            get(compaction::get_config)
+                .post(compaction::post_datasource_config)
+                .delete(compaction::delete_datasource_config),
+        )
+        .route(
+            paths::OVERLORD_COMPACTION_DATASOURCE_HISTORY,
+            get(compaction::datasource_config_history),
+        )
+        .route(
+            paths::OVERLORD_COMPACTION_STATUSES,
+            get(compaction::datasource_statuses),
+        )
+        .route(
+            paths::OVERLORD_COMPACTION_STATUS,
+            get(compaction::datasource_status),
+        )
+        .route(
+            paths::OVERLORD_COMPACTION_SUPERVISOR_ENABLED,
+            get(compaction::is_supervisor_enabled),
+        )
 }
 
 /// Renames `X-Service-*` response headers to `X-Druid-*` for the `/druid` tree.

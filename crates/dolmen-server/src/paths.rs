@@ -182,3 +182,35 @@ pub const WORKER_CONFIG_HISTORY: &str = "/indexer/v1/worker/history";
 pub const WORKERS: &str = "/indexer/v1/workers";
 /// `GET` autoscaling events (none: empty body).
 pub const SCALING: &str = "/indexer/v1/scaling";
+
+/// `GET` the listing / `POST` a datasource's automatic compaction config.
+pub const COMPACTION_CONFIG: &str = "/coordinator/v1/config/compaction";
+/// `POST ?ratio=&max=`: compaction task slots.
+pub const COMPACTION_TASKSLOTS: &str = "/coordinator/v1/config/compaction/taskslots";
+/// `GET` / `DELETE` a datasource's compaction config.
+pub const COMPACTION_DATASOURCE_CONFIG: &str = "/coordinator/v1/config/compaction/{data_source}";
+/// `GET` the history of a datasource's compaction config.
+pub const COMPACTION_DATASOURCE_HISTORY: &str =
+    "/coordinator/v1/config/compaction/{data_source}/history";
+/// `GET ?dataSource=`: `{remainingSegmentSize}`.
+pub const COMPACTION_PROGRESS: &str = "/coordinator/v1/compaction/progress";
+/// `GET ?dataSource=`: `{latestStatus}`.
+pub const COMPACTION_STATUS: &str = "/coordinator/v1/compaction/status";
+/// `GET` / `POST` the cluster compaction config (newer overlord API).
+pub const OVERLORD_COMPACTION_CLUSTER: &str = "/indexer/v1/compaction/config/cluster";
+/// `GET` every datasource's compaction config (newer overlord API).
+pub const OVERLORD_COMPACTION_DATASOURCES: &str = "/indexer/v1/compaction/config/datasources";
+/// `GET` / `POST` / `DELETE` one datasource's compaction config (newer overlord API).
+pub const OVERLORD_COMPACTION_DATASOURCE: &str =
+    "/indexer/v1/compaction/config/datasources/{data_source}";
+/// `GET` the history of one datasource's compaction config (newer overlord API).
+pub const OVERLORD_COMPACTION_DATASOURCE_HISTORY: &str =
+    "/indexer/v1/compaction/config/datasources/{data_source}/history";
+/// `GET` every compaction snapshot (newer overlord API).
+pub const OVERLORD_COMPACTION_STATUSES: &str = "/indexer/v1/compaction/status/datasources";
+/// `GET` one compaction snapshot (newer overlord API).
+pub const OVERLORD_COMPACTION_STATUS: &str =
+    "/indexer/v1/compaction/status/datasources/{data_source}";
+/// `GET`: whether compaction supervisors run auto-compaction (`false`).
+pub const OVERLORD_COMPACTION_SUPERVISOR_ENABLED: &str =
+    "/indexer/v1/compaction/isSupervisorEnabled";

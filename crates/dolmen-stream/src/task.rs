@@ -832,6 +832,7 @@ fn publish(
                 },
                 drop_existing: vec![],
                 commit: Some(commit.clone()),
+                last_compaction_state: None,
             };
             let metadata = Arc::clone(&env.metadata);
             let outcome = env

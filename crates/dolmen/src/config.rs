@@ -94,6 +94,7 @@ pub struct ServerConfig {
 /// |---|---|---|
 /// | `service.coordinator.startDelay` | ISO 8601 duration before the first coordinator run | `PT300S` |
 /// | `service.coordinator.period` | ISO 8601 duration between runs | `PT60S` |
+/// | `service.coordinator.period.indexingPeriod` | ISO 8601 duration between runs of the automatic compaction duty | `PT1800S` |
 /// | `service.server.tier` | the tier this process serves | `_default_tier` |
 /// | `service.worker.category` | this process's worker category | `_default_worker_category` |
 /// | `service.audit.manager.auditHistoryMillis` | default window of the history endpoints, ms | 604800000 |
@@ -103,6 +104,8 @@ pub struct CoordinatorSettings {
     pub start_delay: Duration,
     /// `service.coordinator.period`.
     pub period: Duration,
+    /// `service.coordinator.period.indexingPeriod`: the compaction duty's period.
+    pub indexing_period: Duration,
     /// `service.server.tier`.
     pub tier: String,
     /// `service.worker.category`.
@@ -174,6 +177,14 @@ impl CoordinatorSettings {
         if period.is_zero() {
             anyhow::bail!("service.coordinator.period: must be longer than zero");
         }
+        let indexing_period = duration_property(
+            props,
+            "service.coordinator.period.indexingPeriod",
+            Duration::from_secs(1800),
+        )?;
+        if indexing_period.is_zero() {
+            anyhow::bail!("service.coordinator.period.indexingPeriod: must be longer than zero");
+        }
         let history = props
             .get_parsed::<i64>("service.audit.manager.auditHistoryMillis")?
             .unwrap_or(7 * 24 * 60 * 60 * 1000);
@@ -244,6 +255,7 @@ impl CoordinatorSettings {
                 Duration::from_secs(300),
             )?,
             period,
+            indexing_period,
             tier: non_empty("service.server.tier", "_default_tier")?,
             worker_category: non_empty("service.worker.category", "_default_worker_category")?,
             audit_history_ms: history,
@@ -469,6 +481,10 @@ impl ServerConfig {
             (
                 "service.coordinator.period".into(),
                 format!("PT{}S", self.coordinator.period.as_secs_f64()),
+            ),
+            (
+                "service.coordinator.period.indexingPeriod".into(),
+                format!("PT{}S", self.coordinator.indexing_period.as_secs_f64()),
             ),
             ("service.server.tier".into(), self.coordinator.tier.clone()),
             (

@@ -196,7 +196,12 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     .context("cannot start the coordinator")?;
     coordinator.set_kill_submitter(Arc::new(OverlordKillSubmitter(Arc::clone(&overlord))));
     coordinator.set_segment_cache(Arc::clone(&cache));
+    let compaction = Arc::new(dolmen_overlord::auto_compact::CompactionDuty::new(
+        Arc::clone(&overlord),
+        Arc::clone(&metadata),
+    ));
     let state = Arc::new(AppState {
+        compaction: Arc::clone(&compaction),
         coordinator: Arc::clone(&coordinator),
         audit_history_ms: config.coordinator.audit_history_ms,
         worker_category: config.coordinator.worker_category.clone(),
@@ -251,6 +256,54 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         });
     }
     background.spawn(coordinator.run(background_shutdown.clone()));
+    {
+        // The compaction duty of the coordinator's indexing group: first run after
+        // `startDelay`, then every `indexingPeriod` (Druid's `druid.coordinator.period.indexingPeriod`).
+        // Skipped while the coordinator's dynamic config says `pauseCoordination`.
+        let token = background_shutdown.clone();
+        let (delay, period) = (
+            config.coordinator.start_delay,
+            config.coordinator.indexing_period,
+        );
+        let store = Arc::clone(&state.metadata);
+        background.spawn(async move {
+            tokio::select! {
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(delay) => {}
+            }
+            loop {
+                let paused = match store
+                    .config(dolmen_coordinator::config::COORDINATOR_CONFIG_KEY)
+                    .await
+                {
+                    Ok(doc) => {
+                        dolmen_coordinator::CoordinatorDynamicConfig::from_stored(doc.as_ref())
+                            .pause_coordination()
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the coordinator config");
+                        true
+                    }
+                };
+                let outcome = if paused {
+                    Ok(Vec::new())
+                } else {
+                    compaction.run_once().await
+                };
+                match outcome {
+                    Ok(ids) if !ids.is_empty() => {
+                        tracing::info!(tasks = ids.len(), "compaction duty submitted tasks");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "compaction duty failed"),
+                }
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    _ = tokio::time::sleep(period) => {}
+                }
+            }
+        });
+    }
     {
         // `pollPeriod` of uri lookups: due ones are re-checked once a tick.
         let lookups = Arc::clone(&lookups);

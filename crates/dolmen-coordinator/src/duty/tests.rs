@@ -76,6 +76,7 @@ async fn publish_hours(metadata: &dyn MetadataStore, version: &str, hours: std::
             },
             drop_existing: vec![],
             commit: None,
+            last_compaction_state: None,
         })
         .await
         .unwrap();

@@ -430,6 +430,7 @@ impl Env {
             cancel: CancellationToken::new(),
             stats: Arc::clone(&stats),
             lock_version: format!("2026-01-01T00:00:00.{n:03}Z"),
+            last_compaction_state: None,
         };
         Ok((run_index_task(&env, &spec).await?, stats))
     }

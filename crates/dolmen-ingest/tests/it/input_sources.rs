@@ -79,6 +79,7 @@ impl Env {
             cancel: CancellationToken::new(),
             stats: Arc::new(RowStats::new()),
             lock_version: format!("2030-01-01T00:00:{n:02}.000Z"),
+            last_compaction_state: None,
         };
         run_index_task(&env, &spec).await
     }

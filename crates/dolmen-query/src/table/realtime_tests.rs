@@ -144,6 +144,7 @@ impl Fixture {
             },
             drop_existing: vec![],
             commit: None,
+            last_compaction_state: None,
         }
     }
 

@@ -46,6 +46,7 @@ fn publish_request(data_source: &str, num_rows: u64) -> PublishRequest {
         },
         drop_existing: vec![],
         commit: None,
+        last_compaction_state: None,
     }
 }
 

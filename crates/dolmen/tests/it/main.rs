@@ -4,6 +4,7 @@
 mod arrays;
 mod clients;
 mod common;
+mod compaction;
 mod coordinator;
 mod corpus;
 mod errors;

@@ -43,6 +43,7 @@ pub async fn run_task(
         cancel: CancellationToken::new(),
         stats: Arc::clone(&stats),
         lock_version: "2030-01-01T00:00:00.000Z".into(),
+        last_compaction_state: None,
     };
     let result = match IndexTaskSpec::from_json(spec) {
         Ok(task) => run_index_task(&env, &task).await,
