@@ -1165,6 +1165,47 @@ impl KinesisAdmin {
         Ok(placed)
     }
 
+    /// Reads every record of every shard of `stream` from `TRIM_HORIZON` to the shard's tip with
+    /// plain `GetRecords` calls of up to 10,000 records, one shard after another, and returns how
+    /// many there were: the service's own read rate, the floor for benchmarks of the supplier.
+    ///
+    /// # Errors
+    /// The service's error.
+    pub fn read_all(&self, stream: &str) -> Result<usize, KinesisSupplierError> {
+        let c = &self.connection;
+        c.call("reading the stream", async {
+            let mut total = 0;
+            for shard in c.list_shards(stream).await? {
+                let mut iterator = c
+                    .iterator(
+                        stream,
+                        shard.shard_id(),
+                        ShardIteratorType::TrimHorizon,
+                        None,
+                        None,
+                    )
+                    .await?;
+                while let Some(it) = iterator {
+                    let out = c
+                        .get_records(stream, &it, 10_000)
+                        .await
+                        .map_err(|f| match f {
+                            GetRecordsFailure::Expired => SupplierError::Client(
+                                "GetRecords: the shard iterator expired".into(),
+                            ),
+                            GetRecordsFailure::Other(e) => e,
+                        })?;
+                    total += out.records().len();
+                    if out.records().is_empty() && out.millis_behind_latest().unwrap_or(0) == 0 {
+                        break;
+                    }
+                    iterator = out.next_shard_iterator().map(str::to_owned);
+                }
+            }
+            Ok(total)
+        })
+    }
+
     /// Splits `shard` of `stream` at the middle of its hash key range and waits until the stream
     /// is `ACTIVE`. The shard closes; two children take its range.
     ///
