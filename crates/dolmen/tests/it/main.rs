@@ -10,6 +10,7 @@ mod ingest_query;
 mod lifecycle;
 mod lookups;
 mod metrics;
+mod shardstream;
 mod sql_api;
 mod sql_formats;
 mod sql_functions;
