@@ -126,6 +126,8 @@ fn reads_every_shard_from_the_earliest_in_sequence_order() {
             seqs.last().unwrap().successor()
         );
         assert_eq!(supplier.earliest_offset(&p).unwrap(), seqs[0]);
+        // Kinesis's own lag report, kept for the supervisor: caught up.
+        assert_eq!(supplier.millis_behind_latest(&p), Some(0));
     }
     // Nothing more.
     assert!(
