@@ -3,7 +3,8 @@
 # The suite needs the Rust toolchain (with rustfmt and clippy), cargo-deny (the dependency ban and
 # license check), an S3-compatible server (moto, started below), a Kafka-protocol broker (tansu,
 # started below), and Python clients in a virtualenv (pydruid; confluent-kafka's transactional
-# producer); later features add their services here (a Kinesis emulator, PostgreSQL), each
+# producer), a Kinesis-API emulator (kinesalite, started below); later features add their services
+# here (PostgreSQL), each
 # started on 127.0.0.1 only. Building Dolmen itself needs nothing but the Rust toolchain and a C
 # compiler (ADR 0016): no system packages are installed for the build.
 set -euo pipefail
@@ -154,4 +155,72 @@ else
     exit 1
   fi
   echo "Kafka test broker (tansu) started at ${KAFKA_URL}"
+fi
+
+# --- Kinesis-API emulator for the shardstream (Kinesis) tests ---------------------------------
+# kinesalite 3.3.3 from npm, installed under $DEPS_DIR/kinesalite and started in the background
+# from a few lines of node bound to 127.0.0.1 only (its own CLI listens on every interface).
+# node and npm come from the machine when present, else from PyPI's nodejs-bin (which ships both)
+# in a virtualenv under $DEPS_DIR. Idempotent: an emulator already answering on the port is
+# reused. Tests find it through DOLMEN_TEST_KINESIS_ENDPOINT (scripts/test.sh exports it):
+#   export DOLMEN_TEST_KINESIS_ENDPOINT=http://127.0.0.1:${DOLMEN_TEST_KINESIS_PORT:-4567}
+KINESIS_PORT="${DOLMEN_TEST_KINESIS_PORT:-4567}"
+KINESIS_ENDPOINT="http://127.0.0.1:${KINESIS_PORT}"
+KINESALITE="$DEPS_DIR/kinesalite"
+
+kinesis_answers() {
+  python3 - "$KINESIS_ENDPOINT" <<'PY' >/dev/null 2>&1
+import sys, urllib.error, urllib.request
+# A ListStreams call without credentials: a Kinesis endpoint answers with a JSON error `__type`.
+req = urllib.request.Request(sys.argv[1] + "/", data=b"{}", method="POST", headers={
+    "Content-Type": "application/x-amz-json-1.1",
+    "X-Amz-Target": "Kinesis_20131202.ListStreams"})
+try:
+    body = urllib.request.urlopen(req, timeout=2).read()
+except urllib.error.HTTPError as e:
+    body = e.read()
+sys.exit(0 if b"__type" in body or b"StreamNames" in body else 1)
+PY
+}
+
+NODE="$(command -v node || true)"
+NPM="$(command -v npm || true)"
+if [ -z "$NODE" ] || [ -z "$NPM" ]; then
+  NODE_VENV="$DEPS_DIR/nodejs"
+  if [ ! -x "$NODE_VENV/bin/node" ] || [ ! -x "$NODE_VENV/bin/npm" ]; then
+    ensure_venv
+    mkdir -p "$DEPS_DIR"
+    python3 -m venv "$NODE_VENV"
+    "$NODE_VENV/bin/pip" install --quiet --disable-pip-version-check 'nodejs-bin[cmd]==18.4.0a4'
+  fi
+  NODE="$NODE_VENV/bin/node"
+  NPM="$NODE_VENV/bin/npm"
+  export PATH="$NODE_VENV/bin:$PATH"
+fi
+if [ ! -f "$KINESALITE/node_modules/kinesalite/package.json" ] || \
+   ! grep -q '"version": "3.3.3"' "$KINESALITE/node_modules/kinesalite/package.json"; then
+  mkdir -p "$KINESALITE"
+  (cd "$KINESALITE" && "$NPM" install --silent --no-audit --no-fund --no-save kinesalite@3.3.3 >/dev/null)
+fi
+cat >"$KINESALITE/serve.js" <<'JS'
+// Starts kinesalite (in memory) on 127.0.0.1 only: node serve.js PORT
+require('kinesalite')({ createStreamMs: 50, deleteStreamMs: 50, updateStreamMs: 50, shardLimit: 1000 })
+  .listen(Number(process.argv[2]), '127.0.0.1', (err) => {
+    if (err) { console.error(err); process.exit(1) }
+    console.log('kinesalite listening on 127.0.0.1:' + process.argv[2])
+  })
+JS
+if kinesis_answers; then
+  echo "Kinesis test emulator already answering at ${KINESIS_ENDPOINT}"
+else
+  (cd "$KINESALITE" && nohup "$NODE" serve.js "$KINESIS_PORT" >"$DEPS_DIR/kinesalite.log" 2>&1 </dev/null &)
+  for _ in $(seq 1 60); do
+    if kinesis_answers; then break; fi
+    sleep 0.25
+  done
+  if ! kinesis_answers; then
+    echo "error: the Kinesis test emulator (kinesalite) did not start at ${KINESIS_ENDPOINT}; see $DEPS_DIR/kinesalite.log" >&2
+    exit 1
+  fi
+  echo "Kinesis test emulator (kinesalite) started at ${KINESIS_ENDPOINT}"
 fi

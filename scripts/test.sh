@@ -2,13 +2,15 @@
 # Runs Dolmen's whole test suite: formatting, lints, the dependency ban and license check, unit
 # and integration tests. Installs and starts what the tests need first
 # (scripts/install-test-deps.sh: the Rust components, cargo-deny, a local S3-compatible server, a
-# Kafka-protocol broker and the Python clients). Usage: scripts/test.sh
+# Kafka-protocol broker, a Kinesis-API emulator and the Python
+# clients). Usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-test-deps.sh
 export DOLMEN_TEST_S3_ENDPOINT="${DOLMEN_TEST_S3_ENDPOINT:-http://127.0.0.1:${DOLMEN_TEST_S3_PORT:-9010}}"
 export DOLMEN_TEST_KAFKA_BROKERS="${DOLMEN_TEST_KAFKA_BROKERS:-127.0.0.1:${DOLMEN_TEST_KAFKA_PORT:-9092}}"
+export DOLMEN_TEST_KINESIS_ENDPOINT="${DOLMEN_TEST_KINESIS_ENDPOINT:-http://127.0.0.1:${DOLMEN_TEST_KINESIS_PORT:-4567}}"
 DEPS_DIR="${DOLMEN_TEST_DEPS_DIR:-$HOME/.cache/dolmen-test-deps}"
 export DOLMEN_TEST_PYTHON="${DOLMEN_TEST_PYTHON:-$DEPS_DIR/clients/bin/python}"
 export DOLMEN_TEST_TANSU="${DOLMEN_TEST_TANSU:-$DEPS_DIR/tansu-broker}"

@@ -242,6 +242,13 @@ impl SupervisorManager {
         skip_restart_if_unmodified: bool,
     ) -> Result<SubmitOutcome, OverlordError> {
         let spec = SupervisorSpec::parse(body).map_err(|e| OverlordError::InvalidTask(e.0))?;
+        if spec.kind == dolmen_stream::spec::StreamKind::Shardstream {
+            // The spec is understood (and validated above), but the supervisor and the
+            // streaming task read Kafka only so far (issue 24, ADR 0023).
+            return Err(OverlordError::InvalidTask(
+                "type: [shardstream] supervisors (Kinesis) cannot run yet: the supervisor reads logstream (Kafka) only".into(),
+            ));
+        }
         let existing = self.get(&spec.id).ok();
         if let Some(sup) = &existing {
             let old = sup.spec.lock().expect("spec lock").clone();

@@ -67,8 +67,9 @@ use crate::supplier::{
 /// The error type of the Kafka supplier: partitions are `i32`, offsets `i64`.
 pub type KafkaSupplierError = SupplierError<i32, i64>;
 
-/// Where a Kafka client's async work runs: the runtime it was created in, or one of its own.
-enum ClientRuntime {
+/// Where a stream client's async work runs: the runtime it was created in, or one of its own.
+/// Shared by the Kafka and the Kinesis suppliers.
+pub(crate) enum ClientRuntime {
     Shared(tokio::runtime::Handle),
     Owned(Option<tokio::runtime::Runtime>),
 }
@@ -76,17 +77,22 @@ enum ClientRuntime {
 impl ClientRuntime {
     /// The current runtime when there is one, else a new one-thread runtime.
     fn new() -> Result<Self, KafkaSupplierError> {
+        Self::with_thread_name("dolmen-kafka").map_err(|e| {
+            SupplierError::Client(format!("cannot start the Kafka client runtime: {e}"))
+        })
+    }
+
+    /// The current runtime when there is one, else a new one-thread runtime whose thread is
+    /// called `thread_name`.
+    pub(crate) fn with_thread_name(thread_name: &str) -> std::io::Result<Self> {
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => Ok(Self::Shared(handle)),
             Err(_) => tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
-                .thread_name("dolmen-kafka")
+                .thread_name(thread_name)
                 .enable_all()
                 .build()
-                .map(|rt| Self::Owned(Some(rt)))
-                .map_err(|e| {
-                    SupplierError::Client(format!("cannot start the Kafka client runtime: {e}"))
-                }),
+                .map(|rt| Self::Owned(Some(rt))),
         }
     }
 
@@ -102,7 +108,7 @@ impl ClientRuntime {
     }
 
     /// Runs `future` to completion on this thread (which must not be a runtime thread).
-    fn block_on<F: Future>(&self, future: F) -> F::Output {
+    pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.handle().block_on(future)
     }
 }

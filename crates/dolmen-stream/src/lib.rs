@@ -1,7 +1,8 @@
 //! Seekable-stream record suppliers for Dolmen's streaming ingestion.
 //!
 //! Streaming ingestion reads ordered, partitioned, replayable streams: Kafka topics (the
-//! `logstream` supervisor, Druid's Kafka supervisor) and, later, Kinesis streams (`shardstream`).
+//! `logstream` supervisor, Druid's Kafka supervisor) and Kinesis streams (`shardstream`, Druid's
+//! Kinesis supervisor).
 //! This crate holds the client side of that: the [`RecordSupplier`] trait, modelled on Druid's
 //! `org.apache.druid.indexing.seekablestream.common.RecordSupplier`, and its implementations:
 //!
@@ -9,6 +10,10 @@
 //!   `vendor/rskafka`; TLS through rustls; ADR 0016), configured from Druid's `consumerProperties`
 //!   by [`kafka::config`], plus [`kafka::KafkaAdmin`] and [`kafka::KafkaTestProducer`] for tests
 //!   and benchmarks;
+//! - [`kinesis::KinesisRecordSupplier`]: Kinesis through the AWS SDK (`aws-sdk-kinesis`, rustls +
+//!   ring; ADR 0023): shard ids as partitions, numerically ordered sequence numbers
+//!   ([`kinesis::KinesisSequence`]), closed shards read to Druid's end-of-shard marker, plus
+//!   [`kinesis::KinesisAdmin`] (create, split, merge, put) for tests and benchmarks;
 //! - [`memory::MemorySupplier`]: an in-memory stream, the test double for code that consumes the
 //!   trait.
 //!
@@ -29,6 +34,7 @@
 //!   their end offsets in one metadata transaction (ARCHITECTURE.md, decision 3).
 
 pub mod kafka;
+pub mod kinesis;
 pub mod memory;
 pub mod spec;
 pub mod supplier;
