@@ -833,6 +833,7 @@ pub async fn audit_and_rules_cleanup(store: &dyn MetadataStore) {
             },
             drop_existing: vec![],
             commit: None,
+            last_compaction_state: None,
         })
         .await
         .unwrap();

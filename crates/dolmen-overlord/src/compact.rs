@@ -442,6 +442,11 @@ fn default_metrics(inputs: &[DataSegment]) -> Value {
                     json!({"type": "quantilesDoublesSketch", "name": n, "fieldName": n})
                 }
                 ColumnType::HyperUnique => json!({"type": "hyperUnique", "name": n, "fieldName": n, "isInputHyperUnique": true}),
+                // No aggregator produces array or JSON metrics: such columns are dimensions.
+                ColumnType::StringArray
+                | ColumnType::LongArray
+                | ColumnType::DoubleArray
+                | ColumnType::Json => continue,
             });
         }
     }
