@@ -860,6 +860,60 @@ fn explain_result(
     })
 }
 
+/// Everything a statement touches, for authorization (Druid's `SqlResourceCollectorShuttle`
+/// and `AbstractStatement.authorize`): read before execution.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatementResources {
+    /// Datasources read (the `druid` schema), sorted.
+    pub data_sources_read: Vec<String>,
+    /// Tables of other schemas read, as `schema.table` (`sys`, `INFORMATION_SCHEMA`,
+    /// `lookup`), sorted.
+    pub other_tables: Vec<String>,
+    /// Whether `EXTERN` is read.
+    pub external: bool,
+    /// The `INSERT` / `REPLACE` target.
+    pub write_target: Option<String>,
+}
+
+impl QueryEngine {
+    /// Plans a prepared query (without executing or caching it) and lists what it touches.
+    ///
+    /// # Errors
+    /// As [`QueryEngine::plan`]: the statement's own validation errors.
+    pub async fn resources_of(&self, p: &PreparedQuery) -> Result<StatementResources, QueryError> {
+        use datafusion::common::tree_node::TreeNodeRecursion;
+        let (_, plan) = self.plan_state(self.query_state(), p).await?;
+        let mut out = StatementResources {
+            write_target: p.dml().map(|d| d.data_source.clone()),
+            ..StatementResources::default()
+        };
+        let mut read = std::collections::BTreeSet::new();
+        let mut other = std::collections::BTreeSet::new();
+        let _ = plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                let table = scan.table_name.table();
+                match scan.table_name.schema() {
+                    None if table
+                        .starts_with(&format!("{}(", crate::external::EXTERN_FUNCTION)) =>
+                    {
+                        out.external = true;
+                    }
+                    None | Some("druid") => {
+                        read.insert(table.to_string());
+                    }
+                    Some(schema) => {
+                        other.insert(format!("{schema}.{table}"));
+                    }
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        out.data_sources_read = read.into_iter().collect();
+        out.other_tables = other.into_iter().collect();
+        Ok(out)
+    }
+}
+
 /// The Druid datasources a plan scans (tables of the `druid` schema), sorted, each once.
 /// Subqueries and joins are plan nodes like any other, so every scan is found.
 pub fn data_sources_read(plan: &LogicalPlan) -> Vec<String> {

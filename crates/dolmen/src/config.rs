@@ -76,6 +76,9 @@ pub struct ServerConfig {
     pub deep_storage: DeepStorageConfig,
     /// Metrics (`service.emitter`, `service.emitter.prometheus.namespace`).
     pub metrics: dolmen_metrics::MetricsConfig,
+    /// Authentication and authorization (`service.auth.*`, `service.escalator.*`); `None`
+    /// with security off (the default). See `dolmen_auth::config`.
+    pub security: Option<dolmen_auth::SecurityConfig>,
 }
 
 /// `service.emitter` from the flag or environment, else the property, else `prometheus`; and
@@ -263,6 +266,7 @@ impl ServerConfig {
             .max(1),
             view_refresh: crate::DEFAULT_VIEW_REFRESH,
             input_sources: dolmen_ingest::input::InputSourceConfig::from_properties(props)?,
+            security: dolmen_auth::SecurityConfig::from_properties(props)?,
         })
     }
 

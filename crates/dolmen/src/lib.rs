@@ -177,7 +177,16 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         .await
         .context("cannot start the supervisors")?;
     register_metric_sources(&metrics, &view, &cache, &overlord, &supervisors);
+    let security = match &config.security {
+        None => None,
+        Some(c) => Some(
+            dolmen_auth::Security::start(c, Arc::clone(&metadata))
+                .await
+                .context("cannot start security (service.auth.*)")?,
+        ),
+    };
     let state = Arc::new(AppState {
+        security: security.clone(),
         overlord,
         supervisors,
         engine,
@@ -209,6 +218,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         // other processes sharing the metadata store (segments and lookups).
         let view = Arc::clone(&view);
         let lookups = Arc::clone(&lookups);
+        let security = security.clone();
         let token = background_shutdown.clone();
         let period = config.view_refresh;
         background.spawn(async move {
@@ -221,6 +231,10 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
                         }
                         if let Err(e) = lookups.refresh_from_store().await {
                             tracing::warn!(error = %e, "lookups refresh failed");
+                        }
+                        // Users and roles changed by another process sharing the store.
+                        if let Some(s) = &security {
+                            s.invalidate_all();
                         }
                     }
                 }

@@ -9,6 +9,7 @@ mod ingest_query;
 mod lifecycle;
 mod lookups;
 mod metrics;
+mod security;
 mod sql_api;
 mod sql_formats;
 mod sql_functions;

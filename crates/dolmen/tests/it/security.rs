@@ -1,0 +1,454 @@
+//! Security on: basic authentication over the chain, the user/role API with Druid's messages,
+//! authorization of routes and SQL, and changes that take effect on the next request.
+
+use std::time::{Duration, Instant};
+
+use reqwest::blocking::RequestBuilder;
+use serde_json::{Value, json};
+
+use crate::common::{Server, inline_rows, inline_spec};
+
+const AUTHN: &str = "/service-ext/basic-security/authentication/db/basic";
+const AUTHZ: &str = "/service-ext/basic-security/authorization/db/authz";
+
+const CONFIG: &str = r#"
+service.auth.authenticatorChain=["basic"]
+service.auth.authenticator.basic.type=basic
+service.auth.authenticator.basic.initialAdminPassword={"type":"environment","variable":"DOLMEN_IT_ADMIN_PASSWORD"}
+service.auth.authenticator.basic.initialInternalClientPassword=internal-pw
+service.auth.authenticator.basic.credentialsValidator.type=metadata
+service.auth.authenticator.basic.authorizerName=authz
+service.escalator.type=basic
+service.escalator.internalClientUsername=druid_system
+service.escalator.internalClientPassword=internal-pw
+service.escalator.authorizerName=authz
+service.auth.authorizers=["authz"]
+service.auth.authorizer.authz.type=basic
+"#;
+
+/// A client acting as one user (or nobody).
+struct As<'a> {
+    s: &'a Server,
+    user: Option<(&'a str, &'a str)>,
+}
+
+impl As<'_> {
+    fn req(&self, method: reqwest::Method, path: &str) -> RequestBuilder {
+        let r = self
+            .s
+            .client
+            .request(method, format!("{}{path}", self.s.url));
+        match self.user {
+            Some((u, p)) => r.basic_auth(u, Some(p)),
+            None => r,
+        }
+    }
+
+    fn send(&self, r: RequestBuilder) -> (u16, String, String) {
+        let resp = r.send().unwrap();
+        let status = resp.status().as_u16();
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        (status, ct, resp.text().unwrap())
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        let (s, _, t) = self.send(self.req(reqwest::Method::GET, path));
+        (s, serde_json::from_str(&t).unwrap_or(Value::String(t)))
+    }
+
+    fn post(&self, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut r = self.req(reqwest::Method::POST, path);
+        if let Some(b) = body {
+            r = r.json(b);
+        }
+        let (s, _, t) = self.send(r);
+        (s, serde_json::from_str(&t).unwrap_or(Value::String(t)))
+    }
+
+    fn delete(&self, path: &str) -> (u16, Value) {
+        let (s, _, t) = self.send(self.req(reqwest::Method::DELETE, path));
+        (s, serde_json::from_str(&t).unwrap_or(Value::String(t)))
+    }
+
+    fn sql(&self, query: &str) -> (u16, Value) {
+        self.post("/service/v2/sql", Some(&json!({ "query": query })))
+    }
+
+    fn run_task(&self, spec: &Value) -> Value {
+        let (code, body) = self.post("/service/indexer/v1/task", Some(spec));
+        assert_eq!(code, 200, "{body}");
+        let id = body["task"].as_str().unwrap();
+        self.s.wait_task_as(id, |p| self.get(p))
+    }
+}
+
+impl Server {
+    /// Waits for a task, reading its status through `get`.
+    fn wait_task_as(&self, id: &str, get: impl Fn(&str) -> (u16, Value)) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (code, st) = get(&format!("/service/indexer/v1/task/{id}/status"));
+            assert_eq!(code, 200, "{st}");
+            if st["status"]["status"] != "RUNNING" {
+                return st["status"].clone();
+            }
+            assert!(Instant::now() < deadline, "task {id} did not finish");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn start() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("runtime.properties");
+    std::fs::write(&config, CONFIG).unwrap();
+    // SAFETY: set before the child starts; the child inherits it.
+    unsafe { std::env::set_var("DOLMEN_IT_ADMIN_PASSWORD", "admin-pw") };
+    let s = Server::start_with_args(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    (dir, s)
+}
+
+fn grant(admin: &As<'_>, user: &str, password: &str, role: &str, permissions: Value) {
+    assert_eq!(admin.post(&format!("{AUTHN}/users/{user}"), None).0, 200);
+    assert_eq!(
+        admin
+            .post(
+                &format!("{AUTHN}/users/{user}/credentials"),
+                Some(&json!({ "password": password }))
+            )
+            .0,
+        200
+    );
+    assert_eq!(admin.post(&format!("{AUTHZ}/users/{user}"), None).0, 200);
+    if admin.get(&format!("{AUTHZ}/roles/{role}")).0 != 200 {
+        assert_eq!(admin.post(&format!("{AUTHZ}/roles/{role}"), None).0, 200);
+        assert_eq!(
+            admin
+                .post(
+                    &format!("{AUTHZ}/roles/{role}/permissions"),
+                    Some(&permissions)
+                )
+                .0,
+            200
+        );
+    }
+    assert_eq!(
+        admin
+            .post(&format!("{AUTHZ}/users/{user}/roles/{role}"), None)
+            .0,
+        200
+    );
+}
+
+#[test]
+fn basic_security_end_to_end() {
+    let (_dir, s) = start();
+    let nobody = As { s: &s, user: None };
+    let admin = As {
+        s: &s,
+        user: Some(("admin", "admin-pw")),
+    };
+
+    // Open paths stay open; everything else needs credentials.
+    assert_eq!(nobody.get("/status/health"), (200, json!(true)));
+    assert_eq!(nobody.get("/service/indexer/v1/isLeader").0, 200);
+    let resp = nobody
+        .req(reqwest::Method::POST, "/service/v2/sql")
+        .json(&json!({"query": "SELECT 1"}))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    assert!(
+        resp.headers()
+            .get("www-authenticate")
+            .is_some_and(|v| v.to_str().unwrap().starts_with("Basic")),
+        "401 must carry WWW-Authenticate"
+    );
+    let body: Value = resp.json().unwrap();
+    assert_eq!(body["error"], "Unauthorized request");
+    assert_eq!(nobody.get("/status").0, 401);
+    assert_eq!(nobody.get("/no/such/path").0, 401);
+    let wrong = As {
+        s: &s,
+        user: Some(("admin", "nope")),
+    };
+    assert_eq!(wrong.sql("SELECT 1").0, 401);
+    let stranger = As {
+        s: &s,
+        user: Some(("stranger", "x")),
+    };
+    assert_eq!(stranger.sql("SELECT 1").0, 401);
+
+    // The initial users: admin with full rights; druid_system with its configured password.
+    assert_eq!(admin.sql("SELECT 1 AS x"), (200, json!([{"x": 1}])));
+    let internal = As {
+        s: &s,
+        user: Some(("druid_system", "internal-pw")),
+    };
+    assert_eq!(internal.get("/status").0, 200);
+    let (code, user) = admin.get(&format!("{AUTHN}/users/admin"));
+    assert_eq!(code, 200);
+    assert_eq!(user["credentials"]["iterations"], 10000);
+    assert_eq!(user["credentials"]["hash"].as_str().unwrap().len(), 88);
+    assert!(!user.to_string().contains("admin-pw"));
+    let (_, role) = admin.get(&format!("{AUTHZ}/roles/admin?simplifyPermissions"));
+    assert_eq!(role["permissions"].as_array().unwrap().len(), 14);
+    assert_eq!(
+        admin.get("/service-ext/basic-security/authentication/loadStatus"),
+        (200, json!({"basic": true}))
+    );
+    // The /druid-ext tree answers the same.
+    assert_eq!(
+        admin
+            .get("/druid-ext/basic-security/authorization/db/authz/users")
+            .1,
+        json!(["admin", "druid_system"])
+    );
+
+    // Two datasources.
+    for ds in ["wikipedia", "koalas"] {
+        let st = admin.run_task(&inline_spec(
+            ds,
+            &inline_rows(1_600_000_000_000, 1000, 5),
+            &[],
+            false,
+        ));
+        assert_eq!(st["status"], "SUCCESS", "{st}");
+    }
+
+    // Druid's messages.
+    assert_eq!(
+        admin.post(&format!("{AUTHN}/users/admin"), None),
+        (400, json!({"error": "User [admin] already exists."}))
+    );
+    assert_eq!(
+        admin.get(&format!("{AUTHN}/users/ghost")),
+        (400, json!({"error": "User [ghost] does not exist."}))
+    );
+    assert_eq!(
+        admin.get("/service-ext/basic-security/authentication/db/nope/users"),
+        (
+            400,
+            json!({"error": "Basic authenticator with name [nope] does not exist."})
+        )
+    );
+    assert_eq!(
+        admin.post(&format!("{AUTHZ}/users/admin/roles/ghost"), None),
+        (400, json!({"error": "Role [ghost] does not exist."}))
+    );
+    assert_eq!(
+        admin.post(
+            &format!("{AUTHN}/users/admin/credentials"),
+            Some(&json!({}))
+        ),
+        (400, json!({"error": "Cannot assign null password."}))
+    );
+    let (code, body) = admin.post(
+        &format!("{AUTHZ}/roles/admin/permissions"),
+        Some(&json!([{"resource": {"name": "x", "type": "TABLE"}, "action": "READ"}])),
+    );
+    assert_eq!(code, 400, "{body}");
+
+    // bob reads wiki.*; nothing else.
+    grant(
+        &admin,
+        "bob",
+        "bob-pw",
+        "wiki_reader",
+        json!([{"resource": {"name": "wiki.*", "type": "DATASOURCE"}, "action": "READ"}]),
+    );
+    let bob = As {
+        s: &s,
+        user: Some(("bob", "bob-pw")),
+    };
+    assert_eq!(
+        bob.sql("SELECT COUNT(*) AS c FROM wikipedia"),
+        (200, json!([{"c": 5}]))
+    );
+    let denied = json!({"Access-Check-Result": "Unauthorized"});
+    assert_eq!(
+        bob.sql("SELECT COUNT(*) AS c FROM koalas"),
+        (403, denied.clone())
+    );
+    assert_eq!(
+        bob.sql("SELECT COUNT(*) FROM wikipedia w JOIN koalas k ON w.page = k.page"),
+        (403, denied.clone())
+    );
+    assert_eq!(
+        bob.sql("SELECT * FROM wikipedia WHERE page IN (SELECT page FROM koalas)"),
+        (403, denied.clone())
+    );
+    assert_eq!(bob.sql("SELECT * FROM sys.segments"), (403, denied.clone()));
+    // An unknown table is still the query's own 400 (validation first).
+    assert_eq!(bob.sql("SELECT * FROM nothing_here").0, 400);
+    // A query needing no resource is allowed.
+    assert_eq!(bob.sql("SELECT 1 AS x").0, 200);
+    // Lists are filtered; single resources checked.
+    assert_eq!(
+        bob.get("/service/coordinator/v1/datasources"),
+        (200, json!(["wikipedia"]))
+    );
+    assert_eq!(
+        admin.get("/service/coordinator/v1/datasources").1,
+        json!(["koalas", "wikipedia"])
+    );
+    assert_eq!(
+        bob.get("/service/coordinator/v1/datasources/wikipedia").0,
+        200
+    );
+    assert_eq!(
+        bob.get("/service/coordinator/v1/datasources/koalas"),
+        (403, denied.clone())
+    );
+    let tasks = bob.get("/service/indexer/v1/tasks").1;
+    assert_eq!(tasks.as_array().unwrap().len(), 1, "{tasks}");
+    assert_eq!(tasks[0]["dataSource"], "wikipedia");
+    // READ does not give WRITE: no ingestion, no marking unused, nothing changed.
+    let (code, _) = bob.post(
+        "/service/indexer/v1/task",
+        Some(&inline_spec(
+            "wikipedia",
+            &inline_rows(1_600_000_000_000, 1000, 1),
+            &[],
+            true,
+        )),
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        bob.delete("/service/coordinator/v1/datasources/wikipedia")
+            .0,
+        403
+    );
+    assert_eq!(
+        admin.sql("SELECT COUNT(*) AS c FROM wikipedia").1,
+        json!([{"c": 5}])
+    );
+    // Unknown task ids: Druid's 404 text before any check.
+    assert_eq!(
+        bob.get("/service/indexer/v1/task/nope/status"),
+        (404, json!("Cannot find any task with id: [nope]"))
+    );
+    // The security API needs CONFIG security: 403 as text.
+    let (code, ct, text) = bob.send(bob.req(
+        reqwest::Method::GET,
+        "/service-ext/basic-security/authorization/db/authz/users",
+    ));
+    assert_eq!(
+        (code, text.as_str()),
+        (403, "Access-Check-Result: Unauthorized")
+    );
+    assert!(ct.starts_with("text/plain"), "{ct}");
+    // STATE and CONFIG routes.
+    assert_eq!(bob.get("/status").0, 403);
+    assert_eq!(bob.get("/service/coordinator/v1/lookups/config").0, 403);
+
+    // A user with no permissions runs only queries that need no resource.
+    grant(&admin, "nora", "nora-pw", "nothing", json!([]));
+    let nora = As {
+        s: &s,
+        user: Some(("nora", "nora-pw")),
+    };
+    assert_eq!(nora.sql("SELECT 1 AS x").0, 200);
+    assert_eq!(nora.sql("SELECT COUNT(*) FROM wikipedia").0, 403);
+    assert_eq!(
+        nora.get("/service/coordinator/v1/datasources"),
+        (200, json!([]))
+    );
+
+    // A writer of koalas (WRITE only): may ingest into koalas, still may not read it.
+    grant(
+        &admin,
+        "wendy",
+        "wendy-pw",
+        "koala_writer",
+        json!([{"resource": {"name": "koalas", "type": "DATASOURCE"}, "action": "WRITE"}]),
+    );
+    let wendy = As {
+        s: &s,
+        user: Some(("wendy", "wendy-pw")),
+    };
+    let (code, body) = wendy.post(
+        "/service/indexer/v1/task",
+        Some(&inline_spec(
+            "koalas",
+            &inline_rows(1_600_000_000_000, 1000, 2),
+            &[],
+            true,
+        )),
+    );
+    assert_eq!(code, 200, "{body}");
+    let id = body["task"].as_str().unwrap();
+    // Reading the task's status needs READ on koalas (Druid's TaskResourceFilter).
+    assert_eq!(
+        wendy
+            .get(&format!("/service/indexer/v1/task/{id}/status"))
+            .0,
+        403
+    );
+    let st = s.wait_task_as(id, |p| admin.get(p));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    assert_eq!(wendy.sql("SELECT COUNT(*) FROM koalas").0, 403);
+    assert_eq!(
+        admin.sql("SELECT COUNT(*) AS c FROM koalas").1,
+        json!([{"c": 7}])
+    );
+
+    // Changes take effect on the next request: a changed password, a removed role, a
+    // deleted user.
+    assert_eq!(
+        admin
+            .post(
+                &format!("{AUTHN}/users/bob/credentials"),
+                Some(&json!({"password": "bob-pw2"}))
+            )
+            .0,
+        200
+    );
+    assert_eq!(bob.sql("SELECT 1").0, 401);
+    let bob2 = As {
+        s: &s,
+        user: Some(("bob", "bob-pw2")),
+    };
+    assert_eq!(bob2.sql("SELECT COUNT(*) FROM wikipedia").0, 200);
+    assert_eq!(
+        admin
+            .delete(&format!("{AUTHZ}/users/bob/roles/wiki_reader"))
+            .0,
+        200
+    );
+    assert_eq!(bob2.sql("SELECT COUNT(*) FROM wikipedia").0, 403);
+    assert_eq!(admin.delete(&format!("{AUTHN}/users/bob")).0, 200);
+    assert_eq!(bob2.sql("SELECT 1").0, 401);
+}
+
+#[test]
+fn misconfiguration_stops_start_up_naming_the_property() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("runtime.properties");
+    std::fs::write(
+        &config,
+        "service.auth.authenticatorChain=[\"basic\"]\nservice.auth.authenticator.basic.type=basic\nservice.auth.authenticator.basic.authorizerName=missing\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dolmen"))
+        .args(["server", "--port", "0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("service.auth.authenticator.basic.authorizerName"),
+        "{stderr}"
+    );
+}
