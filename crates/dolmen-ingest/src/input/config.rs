@@ -6,6 +6,7 @@
 //! | `service.ingestion.http.allowedProtocols` | `http,https` | URL schemes an `http` input source may use (Druid's `druid.ingestion.http.allowedProtocols`) |
 //! | `service.ingestion.http.allowedHosts` | *(empty: every host denied)* | comma-separated host patterns an `http` source (or an S3 `endpointConfig.url`) may reach |
 //! | `service.ingestion.http.allowedHeaders` | *(empty)* | header names an `http` source's `requestHeaders` may set (Druid's `druid.ingestion.http.allowedHeaders`) |
+//! | `service.ingestion.local.allowedBaseDirs` | *(unset: no limit, as in Druid)* | directories (JSON array or comma-separated) the `local` input source may read under, native and `EXTERN`; paths are compared after `..` is resolved, and each file found is checked again after symbolic links are resolved |
 //! | `service.s3.endpoint` | AWS | S3 endpoint URL (e.g. `http://127.0.0.1:9000` for a local S3-compatible server) |
 //! | `service.s3.region` | `AWS_REGION` or `us-east-1` | S3 region |
 //! | `service.s3.accessKey`, `service.s3.secretKey` | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` | S3 credentials |
@@ -39,6 +40,8 @@ pub const PROP_HTTP_ALLOWED_PROTOCOLS: &str = "service.ingestion.http.allowedPro
 pub const PROP_HTTP_ALLOWED_HOSTS: &str = "service.ingestion.http.allowedHosts";
 /// Property: header names allowed in the `http` input source's `requestHeaders`.
 pub const PROP_HTTP_ALLOWED_HEADERS: &str = "service.ingestion.http.allowedHeaders";
+/// Property: directories the `local` input source may read under (unset: no limit).
+pub const PROP_LOCAL_ALLOWED_BASE_DIRS: &str = "service.ingestion.local.allowedBaseDirs";
 /// Property: default S3 endpoint.
 pub const PROP_S3_ENDPOINT: &str = "service.s3.endpoint";
 /// Property: default S3 region.
@@ -62,6 +65,9 @@ pub struct InputSourceConfig {
     /// Whether tasks reading the `druid` input source ignore `timestampSpec` and take `__time`
     /// (default `false`).
     pub ignore_timestamp_spec_for_druid_input_source: bool,
+    /// `service.ingestion.local.allowedBaseDirs`: absolute, normalized directories the `local`
+    /// input source may read under; `None` (the default) allows every path.
+    pub local_allowed_base_dirs: Option<Vec<std::path::PathBuf>>,
 }
 
 impl Default for InputSourceConfig {
@@ -76,6 +82,7 @@ impl Default for InputSourceConfig {
             },
             s3: S3Defaults::default(),
             ignore_timestamp_spec_for_druid_input_source: false,
+            local_allowed_base_dirs: None,
         }
     }
 }
@@ -206,6 +213,23 @@ fn normalize_host(host: &str) -> Result<String, String> {
     }
 }
 
+/// `path` made absolute (from the working directory) with `.` and `..` resolved lexically.
+pub fn normalize_path(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = std::path::PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 /// Splits a comma-separated property value into trimmed, non-empty items.
 fn list(value: &str) -> impl Iterator<Item = &str> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty())
@@ -249,6 +273,26 @@ impl InputSourceConfig {
                 .collect::<Result<_, _>>()
                 .map_err(|e| invalid(PROP_HTTP_ALLOWED_HOSTS, v, e))?;
         }
+        if let Some(v) = props.get(PROP_LOCAL_ALLOWED_BASE_DIRS) {
+            let items: Vec<String> = if v.trim_start().starts_with('[') {
+                serde_json::from_str(v.trim()).map_err(|e| {
+                    invalid(
+                        PROP_LOCAL_ALLOWED_BASE_DIRS,
+                        v,
+                        format!("not a JSON array of directories: {e}"),
+                    )
+                })?
+            } else {
+                list(v).map(str::to_string).collect()
+            };
+            let mut dirs = Vec::new();
+            for d in items {
+                let abs = normalize_path(std::path::Path::new(&d));
+                // Compare against the real directory when it exists (symbolic links resolved).
+                dirs.push(std::fs::canonicalize(&abs).unwrap_or(abs));
+            }
+            cfg.local_allowed_base_dirs = Some(dirs);
+        }
         if let Some(v) = props.get(PROP_HTTP_ALLOWED_HEADERS) {
             cfg.http.allowed_headers = list(v).map(str::to_ascii_lowercase).collect();
         }
@@ -274,6 +318,27 @@ impl InputSourceConfig {
             };
         }
         Ok(cfg)
+    }
+
+    /// Checks a path of the `local` input source against `allowedBaseDirs` (lexically: `..`
+    /// resolved, relative paths taken from the working directory).
+    ///
+    /// # Errors
+    /// Why the path is refused, naming the property.
+    pub fn check_local_path(&self, path: &std::path::Path) -> Result<(), String> {
+        let Some(allowed) = &self.local_allowed_base_dirs else {
+            return Ok(());
+        };
+        let p = normalize_path(path);
+        if allowed.iter().any(|d| p.starts_with(d)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "[{}] is not under a directory of {PROP_LOCAL_ALLOWED_BASE_DIRS} {:?}",
+                path.display(),
+                allowed
+            ))
+        }
     }
 
     /// Checks a URL against the protocol and host allow-lists.
@@ -361,6 +426,35 @@ pub fn input_source_config() -> &'static InputSourceConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_allowed_base_dirs() {
+        let dir = tempfile_dir();
+        let c = InputSourceConfig::from_properties(&Properties::parse(&format!(
+            "{PROP_LOCAL_ALLOWED_BASE_DIRS}=[\"{}\", \"/srv/other\"]\n",
+            dir.display()
+        )))
+        .unwrap();
+        c.check_local_path(&dir.join("a/b.json")).unwrap();
+        c.check_local_path(std::path::Path::new("/srv/other/x"))
+            .unwrap();
+        let e = c
+            .check_local_path(&dir.join("../../etc/passwd"))
+            .unwrap_err();
+        assert!(e.contains(PROP_LOCAL_ALLOWED_BASE_DIRS), "{e}");
+        assert!(
+            c.check_local_path(std::path::Path::new("/srv/otherwise"))
+                .is_err()
+        );
+        // Unset: no limit.
+        InputSourceConfig::default()
+            .check_local_path(std::path::Path::new("/etc/passwd"))
+            .unwrap();
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        std::fs::canonicalize(std::env::temp_dir()).unwrap()
+    }
 
     fn cfg(hosts: &str) -> InputSourceConfig {
         InputSourceConfig::from_properties(&Properties::parse(&format!(

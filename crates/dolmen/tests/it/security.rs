@@ -452,3 +452,75 @@ fn misconfiguration_stops_start_up_naming_the_property() {
         "{stderr}"
     );
 }
+
+/// `service.ingestion.local.allowedBaseDirs`: `local` input (native and `EXTERN`) only under the
+/// listed directories; a clear 400 naming the property otherwise, before anything runs.
+#[test]
+fn local_input_is_limited_to_allowed_base_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dir.path().join("allowed");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let row = "{\"ts\":1600000000000,\"page\":\"a\"}\n";
+    std::fs::write(allowed.join("in.json"), row).unwrap();
+    std::fs::write(outside.join("out.json"), row).unwrap();
+    // A symbolic link inside the allowed directory that leads out of it.
+    std::os::unix::fs::symlink(outside.join("out.json"), allowed.join("link.json")).unwrap();
+    let config = dir.path().join("runtime.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "service.ingestion.local.allowedBaseDirs=[\"{}\"]\n",
+            allowed.display()
+        ),
+    )
+    .unwrap();
+    let s = Server::start_with_args(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let spec = |input: Value| {
+        let mut spec = inline_spec("local_ds", "", &[], false);
+        spec["spec"]["ioConfig"]["inputSource"] = input;
+        spec
+    };
+    let st = s.run_task(&spec(
+        json!({"type": "local", "baseDir": allowed, "filter": "in.json"}),
+    ));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    for input in [
+        json!({"type": "local", "baseDir": outside, "filter": "*.json"}),
+        json!({"type": "local", "files": [outside.join("out.json")]}),
+        json!({"type": "local", "files": [allowed.join("../outside/out.json")]}),
+    ] {
+        let (code, body) = s.post_json("/service/indexer/v1/task", &spec(input.clone()));
+        assert_eq!(code, 400, "{input}: {body}");
+        assert!(
+            body.to_string()
+                .contains("service.ingestion.local.allowedBaseDirs"),
+            "{body}"
+        );
+    }
+    // The link is found under the allowed directory but resolves outside: the task fails
+    // without reading it.
+    let st = s.run_task(&spec(
+        json!({"type": "local", "baseDir": allowed, "filter": "link.json"}),
+    ));
+    assert_eq!(st["status"], "FAILED", "{st}");
+    assert!(
+        st["errorMsg"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("allowedBaseDirs"),
+        "{st}"
+    );
+    // EXTERN: the query's own 400 before it runs.
+    let q = format!(
+        "INSERT INTO ext_ds SELECT TIME_PARSE(\"ts\") AS __time, page FROM TABLE(EXTERN('{{\"type\":\"local\",\"files\":[\"{}\"]}}', '{{\"type\":\"json\"}}', '[{{\"name\":\"ts\",\"type\":\"string\"}},{{\"name\":\"page\",\"type\":\"string\"}}]')) PARTITIONED BY DAY",
+        outside.join("out.json").display()
+    );
+    let (code, body) = s.post_json("/service/v2/sql/task", &json!({ "query": q }));
+    assert_eq!(code, 400, "{body}");
+    assert!(body.to_string().contains("allowedBaseDirs"), "{body}");
+}
