@@ -21,6 +21,7 @@ pub mod sql;
 pub mod statements;
 pub mod supervisors;
 pub mod tasks;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

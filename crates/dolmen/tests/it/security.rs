@@ -524,3 +524,194 @@ fn local_input_is_limited_to_allowed_base_dirs() {
     assert_eq!(code, 400, "{body}");
     assert!(body.to_string().contains("allowedBaseDirs"), "{body}");
 }
+
+/// A CA and a certificate it signed for `localhost`/`127.0.0.1`: (CA PEM, server PKCS#12 with
+/// alias `dolmen` and password `changeit`), generated at run time (no key is committed).
+fn tls_material() -> (String, Vec<u8>) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    // Distinct names: OpenSSL (Python) takes a leaf whose subject equals its issuer for a
+    // self-signed certificate.
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Dolmen test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost");
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let chain = p12_keystore::PrivateKeyChain::new(
+        "dolmen",
+        p12_keystore::PrivateKey::from_der(&key.serialize_der()).unwrap(),
+        [
+            p12_keystore::Certificate::from_der(cert.der()).unwrap(),
+            p12_keystore::Certificate::from_der(ca.der()).unwrap(),
+        ],
+    );
+    let mut store = p12_keystore::KeyStore::new();
+    store.add_entry(
+        "dolmen",
+        p12_keystore::KeyStoreEntry::PrivateKeyChain(chain),
+    );
+    let p12 = store.writer("changeit").write().unwrap();
+    (ca.pem(), p12)
+}
+
+/// Both listeners at once with security on; the TLS one serves the same API (basic auth over
+/// TLS), a client that does not trust the CA is refused, and pydruid (DB-API and SQLAlchemy)
+/// works with credentials over TLS.
+#[test]
+fn tls_listeners_and_pydruid_with_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_pem, p12) = tls_material();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca_pem).unwrap();
+    let ks = dir.path().join("server.p12");
+    std::fs::write(&ks, p12).unwrap();
+    let config = dir.path().join("runtime.properties");
+    // SAFETY: set before the child starts; the child inherits it.
+    unsafe { std::env::set_var("DOLMEN_IT_KEYSTORE_PASSWORD", "changeit") };
+    std::fs::write(
+        &config,
+        format!(
+            "{CONFIG}\nservice.enablePlaintextPort=true\nservice.enableTlsPort=true\nservice.tlsPort=0\nservice.server.https.keyStoreType=pkcs12\nservice.server.https.keyStorePath={}\nservice.server.https.keyStorePassword={{\"type\":\"environment\",\"variable\":\"DOLMEN_IT_KEYSTORE_PASSWORD\"}}\nservice.server.https.certAlias=dolmen\n",
+            ks.display()
+        ),
+    )
+    .unwrap();
+    unsafe { std::env::set_var("DOLMEN_IT_ADMIN_PASSWORD", "admin-pw") };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dolmen"))
+        .args(["server", "--port", "0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--config")
+        .arg(&config)
+        .env("DOLMEN_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let (line, _rx) =
+        crate::common::wait_for_line(&mut child, "Dolmen listening on ", Duration::from_secs(60));
+    // Killed on drop with the rest of the test's state.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Kill(child);
+    let (plain, tls) = line
+        .split_once(" (TLS: ")
+        .map(|(p, t)| (p.to_string(), t.trim_end_matches(')').to_string()))
+        .unwrap_or_else(|| panic!("both URLs expected: {line}"));
+    assert!(tls.starts_with("https://127.0.0.1:"), "{tls}");
+
+    let trusting = reqwest::blocking::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    // Open path over TLS; the API needs credentials there too.
+    let r = trusting.get(format!("{tls}/status/health")).send().unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = trusting
+        .post(format!("{tls}/druid/v2/sql"))
+        .json(&json!({"query": "SELECT 1 AS x"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let r = trusting
+        .post(format!("{tls}/druid/v2/sql"))
+        .basic_auth("admin", Some("admin-pw"))
+        .json(&json!({"query": "SELECT 1 AS x"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.json::<Value>().unwrap(), json!([{"x": 1}]));
+    // The plaintext listener serves the same, at the same time.
+    let r = trusting
+        .post(format!("{plain}/druid/v2/sql"))
+        .basic_auth("admin", Some("admin-pw"))
+        .json(&json!({"query": "SELECT 2 AS x"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.json::<Value>().unwrap(), json!([{"x": 2}]));
+    // A client that does not trust the private CA cannot connect.
+    let untrusting = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    assert!(
+        untrusting
+            .get(format!("{tls}/status/health"))
+            .send()
+            .is_err()
+    );
+
+    // A datasource, ingested over TLS.
+    let r = trusting
+        .post(format!("{tls}/druid/indexer/v1/task"))
+        .basic_auth("admin", Some("admin-pw"))
+        .json(&inline_spec(
+            "tls_ds",
+            &inline_rows(1_600_000_000_000, 1000, 3),
+            &[],
+            false,
+        ))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let id = r.json::<Value>().unwrap()["task"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let st: Value = trusting
+            .get(format!("{tls}/druid/indexer/v1/task/{id}/status"))
+            .basic_auth("admin", Some("admin-pw"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if st["status"]["status"] != "RUNNING" {
+            assert_eq!(st["status"]["status"], "SUCCESS", "{st}");
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let python = match std::env::var("DOLMEN_TEST_PYTHON") {
+        Ok(p) if !p.is_empty() => p,
+        _ if std::env::var("DOLMEN_SKIP_CLIENT_TESTS").as_deref() == Ok("1") => return,
+        _ => panic!(
+            "DOLMEN_TEST_PYTHON is not set: run `bash scripts/install-test-deps.sh` and export \
+             DOLMEN_TEST_PYTHON=~/.cache/dolmen-test-deps/clients/bin/python, or set \
+             DOLMEN_SKIP_CLIENT_TESTS=1"
+        ),
+    };
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/pydruid_tls.py");
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .arg("127.0.0.1")
+        .arg(tls.rsplit(':').next().unwrap())
+        .arg(&ca_file)
+        .args(["admin", "admin-pw"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("pydruid tls: ok"),
+        "pydruid over TLS failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+}
