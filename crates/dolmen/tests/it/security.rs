@@ -715,3 +715,237 @@ fn tls_listeners_and_pydruid_with_credentials() {
         "pydruid over TLS failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
 }
+
+/// The authorization matrix: every route of the router (its path table), every method, and a set
+/// of users (nobody, no permissions, READ on `wiki.*`, WRITE on `koalas`, STATE READ, CONFIG
+/// WRITE, admin). Every request a user is not entitled to gets 401 (nobody) or 403 (404 for an
+/// unknown task or supervisor id, which Druid checks first), every GET a user is entitled to gets
+/// neither; and after it all, nothing has changed (zero leaks, no side effects).
+#[test]
+fn authorization_matrix_over_every_route() {
+    use dolmen_server::security::{Guard, ROUTE_GUARDS};
+    let (_dir, s) = start();
+    let admin = As {
+        s: &s,
+        user: Some(("admin", "admin-pw")),
+    };
+    for ds in ["wikipedia", "koalas"] {
+        let st = admin.run_task(&inline_spec(
+            ds,
+            &inline_rows(1_600_000_000_000, 1000, 4),
+            &[],
+            false,
+        ));
+        assert_eq!(st["status"], "SUCCESS", "{st}");
+    }
+    let koala_task = admin
+        .get("/service/indexer/v1/tasks")
+        .1
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["dataSource"] == "koalas")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let perm = |name: &str, t: &str, a: &str| json!([{"resource": {"name": name, "type": t}, "action": a}]);
+    grant(&admin, "nora", "pw", "nothing", json!([]));
+    grant(
+        &admin,
+        "wiki",
+        "pw",
+        "wiki_read",
+        perm("wiki.*", "DATASOURCE", "READ"),
+    );
+    grant(
+        &admin,
+        "kw",
+        "pw",
+        "koala_write",
+        perm("koalas", "DATASOURCE", "WRITE"),
+    );
+    grant(
+        &admin,
+        "st",
+        "pw",
+        "state_read",
+        perm("STATE", "STATE", "READ"),
+    );
+    grant(
+        &admin,
+        "cw",
+        "pw",
+        "config_write",
+        perm("CONFIG", "CONFIG", "WRITE"),
+    );
+
+    // What each user holds: (type, name, action).
+    /// A permission a user holds: (type, name, action).
+    type Held = (&'static str, &'static str, &'static str);
+    let holds: Vec<(&str, Vec<Held>)> = vec![
+        ("nora", vec![]),
+        ("wiki", vec![("DATASOURCE", "wikipedia", "READ")]),
+        ("kw", vec![("DATASOURCE", "koalas", "WRITE")]),
+        ("st", vec![("STATE", "STATE", "READ")]),
+        ("cw", vec![("CONFIG", "CONFIG", "WRITE")]),
+    ];
+    let before = |a: &As<'_>| {
+        (
+            a.get("/service/coordinator/v1/datasources").1,
+            a.sql("SELECT COUNT(*) AS c FROM koalas").1,
+            a.get("/service/indexer/v1/tasks")
+                .1
+                .as_array()
+                .unwrap()
+                .len(),
+            a.get("/service/coordinator/v1/lookups/config/all").1,
+            a.get(&format!("{AUTHZ}/users")).1,
+            a.get(&format!("{AUTHN}/users")).1,
+        )
+    };
+    let state_before = before(&admin);
+
+    let concrete = |path: &str| {
+        path.replace("{data_source}", "koalas")
+            .replace("{task_id}", &koala_task)
+            .replace("{interval}", "2020-01-01_2021-01-01")
+            .replace("{segment_id}", "nosuchsegment")
+            .replace("{tier}", "__default")
+            .replace("{lookup}", "nolookup")
+            .replace("{host_and_port}", "h:1")
+            .replace("{authenticator}", "basic")
+            .replace("{authorizer}", "authz")
+            .replace("{user}", "nobody_here")
+            .replace("{role}", "no_role")
+    };
+    let mut checked = 0;
+    for (path, guard) in ROUTE_GUARDS {
+        let prefix = if path.starts_with("/basic-security") {
+            "/service-ext"
+        } else if [
+            "/status",
+            "/status/health",
+            "/status/selfDiscovered",
+            "/metrics",
+        ]
+        .contains(path)
+        {
+            ""
+        } else {
+            "/service"
+        };
+        // Statement ids are task ids; a supervisor id that does not exist.
+        let url = format!("{prefix}{}", concrete(path))
+            .replace("/statements/{id}", &format!("/statements/{koala_task}"))
+            .replace("{id}", "nosuchsupervisor");
+        for method in [
+            reqwest::Method::GET,
+            reqwest::Method::POST,
+            reqwest::Method::DELETE,
+        ] {
+            let read = method == reqwest::Method::GET;
+            let action = if read { "READ" } else { "WRITE" };
+            let g = match guard {
+                Guard::ByMethod(r, w) => {
+                    if read {
+                        **r
+                    } else {
+                        **w
+                    }
+                }
+                g => *g,
+            };
+            let body = match g {
+                Guard::Sql => Some(json!({"query": "SELECT COUNT(*) FROM koalas"})),
+                Guard::TaskSubmit => Some(inline_spec("koalas", &inline_rows(0, 1, 1), &[], true)),
+                Guard::SupervisorSubmit => {
+                    Some(json!({"type": "kafka", "spec": {"dataSchema": {"dataSource": "koalas"}}}))
+                }
+                _ => None,
+            };
+            let send = |who: Option<(&str, &str)>| {
+                let a = As { s: &s, user: who };
+                let mut r = a.req(method.clone(), &url);
+                if let Some(b) = &body {
+                    r = r.json(b);
+                }
+                a.send(r)
+            };
+            // Nobody: 401 everywhere but the open paths.
+            let (code, _, text) = send(None);
+            if g == Guard::Open {
+                assert_ne!(code, 401, "{method} {url} is open: {text}");
+            } else {
+                assert_eq!(code, 401, "{method} {url} without credentials: {text}");
+            }
+            for (user, held) in &holds {
+                let has = |t: &str, n: &str, a: &str| {
+                    held.iter().any(|h| h.0 == t && h.1 == n && h.2 == a)
+                };
+                // None when the answer depends on the route's data (filtered lists, open paths).
+                let entitled: Option<bool> = match g {
+                    Guard::Open | Guard::ReadableRows => None,
+                    Guard::State => Some(has("STATE", "STATE", action)),
+                    Guard::Config => Some(has("CONFIG", "CONFIG", action)),
+                    Guard::Security | Guard::Unclassified => Some(false),
+                    Guard::Datasource(_) | Guard::Task(_) => {
+                        Some(has("DATASOURCE", "koalas", action))
+                    }
+                    // The supervisor does not exist: 404 before any check.
+                    Guard::Supervisor(_) => None,
+                    // SQL reads koalas; submissions write koalas.
+                    Guard::Sql => Some(false),
+                    Guard::TaskSubmit | Guard::SupervisorSubmit => {
+                        Some(has("DATASOURCE", "koalas", "WRITE"))
+                    }
+                    Guard::ByMethod(..) => unreachable!(),
+                };
+                match entitled {
+                    Some(false) => {
+                        let (code, _, text) = send(Some((user, "pw")));
+                        assert_eq!(code, 403, "{user}: {method} {url} must be denied: {text}");
+                    }
+                    // Allowed reads answer without 401/403; allowed writes are not sent (they
+                    // would change the state this test checks at the end).
+                    Some(true) if read => {
+                        let (code, _, text) = send(Some((user, "pw")));
+                        assert!(
+                            code != 401 && code != 403,
+                            "{user}: {method} {url}: {code} {text}"
+                        );
+                    }
+                    Some(true) => {}
+                    None => {
+                        if g == Guard::Supervisor("id") {
+                            let (code, _, text) = send(Some((user, "pw")));
+                            assert_eq!(code, 404, "{user}: {method} {url}: {text}");
+                        } else if g == Guard::ReadableRows && read {
+                            let (code, _, text) = send(Some((user, "pw")));
+                            assert_eq!(code, 200, "{user}: {method} {url}: {text}");
+                            // Lists name only what the user may read.
+                            if let Ok(Value::Array(items)) = serde_json::from_str::<Value>(&text) {
+                                for i in items {
+                                    assert!(
+                                        !i.to_string().contains("koalas"),
+                                        "{user}: {url} leaks {i}"
+                                    );
+                                    if *user != "wiki" {
+                                        assert!(
+                                            !i.to_string().contains("wikipedia"),
+                                            "{user}: {url} leaks {i}"
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 400, "{checked}");
+    // Nothing changed.
+    assert_eq!(before(&admin), state_before);
+}
