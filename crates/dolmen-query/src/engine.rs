@@ -338,6 +338,11 @@ pub struct QueryEngine {
     lookups: Arc<dolmen_lookup::LookupRegistry>,
     /// Optimized plans of repeated queries ([`crate::plan_cache`]).
     plans: crate::plan_cache::PlanCache,
+    /// What repeated statements touch ([`QueryEngine::resources_of`]), by the plan cache's key
+    /// and the view generation they were planned at.
+    resources: std::sync::Mutex<
+        std::collections::HashMap<crate::plan_cache::PlanKey, (u64, StatementResources)>,
+    >,
     /// The states a cached plan is physically planned in, without a per-query copy: cached
     /// plans call no time-dependent function, so the query start time a copy would stamp is
     /// not read. The second has `readFromDeepStorage` set.
@@ -474,6 +479,7 @@ impl QueryEngine {
             view: view_for_plans,
             lookups,
             plans: crate::plan_cache::PlanCache::default(),
+            resources: std::sync::Mutex::default(),
         }
     }
 
@@ -860,6 +866,9 @@ fn explain_result(
     })
 }
 
+/// Most entries of the statement resources cache before it is emptied.
+const RESOURCES_CACHE_MAX: usize = 1024;
+
 /// Everything a statement touches, for authorization (Druid's `SqlResourceCollectorShuttle`
 /// and `AbstractStatement.authorize`): read before execution.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -882,6 +891,16 @@ impl QueryEngine {
     /// As [`QueryEngine::plan`]: the statement's own validation errors.
     pub async fn resources_of(&self, p: &PreparedQuery) -> Result<StatementResources, QueryError> {
         use datafusion::common::tree_node::TreeNodeRecursion;
+        // A repeated plain query touches what it touched at the same view generation (the key
+        // holds the text, parameters and settings): no second planning on the hot path.
+        let key = p.plan_key();
+        let generation = self.view.generation();
+        if let Some(k) = &key
+            && let Some((g, r)) = self.resources.lock().expect("resources cache").get(k)
+            && *g == generation
+        {
+            return Ok(r.clone());
+        }
         let (_, plan) = self.plan_state(self.query_state(), p).await?;
         let mut out = StatementResources {
             write_target: p.dml().map(|d| d.data_source.clone()),
@@ -910,6 +929,13 @@ impl QueryEngine {
         });
         out.data_sources_read = read.into_iter().collect();
         out.other_tables = other.into_iter().collect();
+        if let Some(k) = key {
+            let mut cache = self.resources.lock().expect("resources cache");
+            if cache.len() >= RESOURCES_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(k, (generation, out.clone()));
+        }
         Ok(out)
     }
 }
