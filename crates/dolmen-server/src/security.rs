@@ -54,6 +54,10 @@ pub enum Guard {
     /// `DATASOURCE` of the supervisor whose id is the path parameter (404 `text/plain` for an
     /// unknown id, as Druid's `SupervisorResourceFilter`).
     Supervisor(&'static str),
+    /// An async statement whose id is the path parameter: its submitter, or `STATE` (READ to
+    /// read, WRITE to cancel), as Druid's `SqlStatementResource`. An unknown id goes on to the
+    /// handler's own 404.
+    Statement(&'static str),
     /// `DATASOURCE` WRITE on the datasource of the task in the body.
     TaskSubmit,
     /// `DATASOURCE` WRITE on the datasource of the supervisor spec in the body.
@@ -85,8 +89,8 @@ pub const ROUTE_GUARDS: &[(&str, Guard)] = &[
     (paths::SQL_QUERY, Guard::State),
     (paths::SQL_STATEMENTS, Guard::Sql),
     (paths::SQL_STATEMENTS_ENABLED, Guard::ReadableRows),
-    (paths::SQL_STATEMENT, Guard::Task("id")),
-    (paths::SQL_STATEMENT_RESULTS, Guard::Task("id")),
+    (paths::SQL_STATEMENT, Guard::Statement("id")),
+    (paths::SQL_STATEMENT_RESULTS, Guard::Statement("id")),
     (paths::SQL_TASK, Guard::Sql),
     (paths::SQL_TASK_ENABLED, Guard::ReadableRows),
     // supervisors
@@ -515,6 +519,23 @@ async fn authorize(
                     action,
                 )],
                 Ok(None) => return not_found_text(format!("Cannot find any task with id: [{id}]")),
+                Err(e) => return crate::error::ResourceError::from(e).into_response(),
+            }
+        }
+        Guard::Statement(param) => {
+            let Some(id) = path_param(&mut req, param).await else {
+                return forbidden(false);
+            };
+            match state.metadata.get_task(&id).await {
+                Ok(Some(t)) if t.task_type == "query_controller" => {
+                    let submitter = t.payload.get("submittedBy").and_then(Value::as_str);
+                    if submitter == Some(identity.name.as_str()) {
+                        return next.run(req).await;
+                    }
+                    vec![ResourceAction::new(Resource::state(), action)]
+                }
+                // Not a statement: the handler's 404, which tells nothing either way.
+                Ok(_) => return next.run(req).await,
                 Err(e) => return crate::error::ResourceError::from(e).into_response(),
             }
         }

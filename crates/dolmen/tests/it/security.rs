@@ -363,6 +363,41 @@ fn basic_security_end_to_end() {
         (200, json!([]))
     );
 
+    // An async statement is visible to its submitter, and to STATE READ, not to others.
+    let (code, st) = bob.post(
+        "/service/v2/sql/statements",
+        Some(&json!({"query": "SELECT COUNT(*) AS c FROM wikipedia", "context": {"executionMode": "ASYNC"}})),
+    );
+    assert_eq!(code, 200, "{st}");
+    let qid = st["queryId"].as_str().unwrap().to_string();
+    let statement = format!("/service/v2/sql/statements/{qid}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, st) = bob.get(&statement);
+        assert_eq!(code, 200, "{st}");
+        if st["state"] == "SUCCESS" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{st}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        bob.get(&format!("{statement}/results")),
+        (200, json!([{"c": 5}]))
+    );
+    assert_eq!(nora.get(&statement), (403, denied.clone()));
+    assert_eq!(nora.get(&format!("{statement}/results")).0, 403);
+    assert_eq!(nora.delete(&statement).0, 403);
+    assert_eq!(admin.get(&statement).0, 200);
+    // Statements on a table the user may not read are refused at submission.
+    assert_eq!(
+        bob.post(
+            "/service/v2/sql/statements",
+            Some(&json!({"query": "SELECT COUNT(*) AS c FROM koalas", "context": {"executionMode": "ASYNC"}}))
+        ),
+        (403, denied.clone())
+    );
+
     // A writer of koalas (WRITE only): may ingest into koalas, still may not read it.
     grant(
         &admin,
@@ -892,8 +927,8 @@ fn authorization_matrix_over_every_route() {
                     Guard::Datasource(_) | Guard::Task(_) => {
                         Some(has("DATASOURCE", "koalas", action))
                     }
-                    // The supervisor does not exist: 404 before any check.
-                    Guard::Supervisor(_) => None,
+                    // The supervisor does not exist, the id is no statement: 404.
+                    Guard::Supervisor(_) | Guard::Statement(_) => None,
                     // SQL reads koalas; submissions write koalas.
                     Guard::Sql => Some(false),
                     Guard::TaskSubmit | Guard::SupervisorSubmit => {
@@ -917,9 +952,13 @@ fn authorization_matrix_over_every_route() {
                     }
                     Some(true) => {}
                     None => {
-                        if g == Guard::Supervisor("id") {
+                        if g == Guard::Supervisor("id") || g == Guard::Statement("id") {
+                            // 404, or 405 for a method the route does not serve.
                             let (code, _, text) = send(Some((user, "pw")));
-                            assert_eq!(code, 404, "{user}: {method} {url}: {text}");
+                            assert!(
+                                code == 404 || code == 405,
+                                "{user}: {method} {url}: {code} {text}"
+                            );
                         } else if g == Guard::ReadableRows && read {
                             let (code, _, text) = send(Some((user, "pw")));
                             assert_eq!(code, 200, "{user}: {method} {url}: {text}");
