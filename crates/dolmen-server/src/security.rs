@@ -69,6 +69,9 @@ pub enum Guard {
     /// Any authenticated user; a JSON array answer keeps only the elements naming a datasource
     /// the user may read (Druid filters these lists the same way).
     ReadableRows,
+    /// Cancelling the synchronous queries of the `sqlQueryId` in the path parameter: READ on
+    /// every resource they use (spec); an id with no running query goes on to the handler's 404.
+    SqlCancel(&'static str),
     /// Another guard for GET/HEAD and another for other methods.
     ByMethod(&'static Guard, &'static Guard),
     /// Not in [`ROUTE_GUARDS`]: denied (a route must be classified to be reachable).
@@ -86,7 +89,7 @@ pub const ROUTE_GUARDS: &[(&str, Guard)] = &[
     (paths::METRICS, Guard::State),
     // SQL
     (paths::SQL, Guard::Sql),
-    (paths::SQL_QUERY, Guard::State),
+    (paths::SQL_QUERY, Guard::SqlCancel("id")),
     (paths::SQL_STATEMENTS, Guard::Sql),
     (paths::SQL_STATEMENTS_ENABLED, Guard::ReadableRows),
     (paths::SQL_STATEMENT, Guard::Statement("id")),
@@ -403,6 +406,13 @@ async fn sql_resources(
         .resources_of(&prepared)
         .await
         .map_err(|error| crate::error::SqlError { error, host }.into_response())?;
+    Ok(sql_resource_actions(&resources))
+}
+
+/// What a statement touching `resources` needs (see [`Guard::Sql`]).
+pub(crate) fn sql_resource_actions(
+    resources: &dolmen_query::engine::StatementResources,
+) -> Vec<ResourceAction> {
     let mut wanted: Vec<ResourceAction> = resources
         .data_sources_read
         .iter()
@@ -411,9 +421,9 @@ async fn sql_resources(
     if resources.external {
         wanted.push(ResourceAction::new(Resource::external(), Action::Read));
     }
-    if let Some(target) = resources.write_target {
+    if let Some(target) = &resources.write_target {
         wanted.push(ResourceAction::new(
-            Resource::datasource(target),
+            Resource::datasource(target.clone()),
             Action::Write,
         ));
     }
@@ -426,7 +436,7 @@ async fn sql_resources(
     {
         wanted.push(ResourceAction::new(Resource::state(), Action::Read));
     }
-    Ok(wanted)
+    wanted
 }
 
 /// Keeps the elements of a JSON array answer that name a datasource the user may read: a
@@ -520,6 +530,15 @@ async fn authorize(
                 )],
                 Ok(None) => return not_found_text(format!("Cannot find any task with id: [{id}]")),
                 Err(e) => return crate::error::ResourceError::from(e).into_response(),
+            }
+        }
+        Guard::SqlCancel(param) => {
+            let Some(id) = path_param(&mut req, param).await else {
+                return forbidden(false);
+            };
+            match state.queries.resources(&id) {
+                Some(r) => r,
+                None => return next.run(req).await,
             }
         }
         Guard::Statement(param) => {

@@ -389,6 +389,48 @@ fn basic_security_end_to_end() {
     assert_eq!(nora.get(&format!("{statement}/results")).0, 403);
     assert_eq!(nora.delete(&statement).0, 403);
     assert_eq!(admin.get(&statement).0, 200);
+    // Cancelling a synchronous query needs READ on everything it uses (spec).
+    let st = admin.run_task(&inline_spec(
+        "wikibig",
+        &inline_rows(1_600_000_000_000, 1000, 3000),
+        &[],
+        false,
+    ));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let running = {
+        let client = s.client.clone();
+        let url = format!("{}/service/v2/sql", s.url);
+        std::thread::spawn(move || {
+            client
+                .post(url)
+                .basic_auth("bob", Some("bob-pw"))
+                .json(&json!({
+                    "query": "SELECT SUM(LENGTH(a.page) + LENGTH(b.page) + LENGTH(c.page)) AS c FROM wikibig a CROSS JOIN wikibig b CROSS JOIN wikibig c",
+                    "context": {"sqlQueryId": "slow-1"}
+                }))
+                .send()
+                .map(|r| (r.status().as_u16(), r.text().unwrap_or_default()))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // nora may not cancel it: 404 until it runs, then 403.
+        let (code, _) = nora.delete("/service/v2/sql/slow-1");
+        if code == 403 {
+            break;
+        }
+        assert_eq!(code, 404);
+        assert!(
+            Instant::now() < deadline,
+            "the query never became cancellable"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(bob.delete("/service/v2/sql/slow-1").0, 202);
+    let (code, text) = running.join().unwrap().unwrap();
+    assert_eq!(code, 500, "{text}");
+    assert!(text.contains("Query cancelled"), "{text}");
+
     // Statements on a table the user may not read are refused at submission.
     assert_eq!(
         bob.post(
@@ -928,7 +970,7 @@ fn authorization_matrix_over_every_route() {
                         Some(has("DATASOURCE", "koalas", action))
                     }
                     // The supervisor does not exist, the id is no statement: 404.
-                    Guard::Supervisor(_) | Guard::Statement(_) => None,
+                    Guard::Supervisor(_) | Guard::Statement(_) | Guard::SqlCancel(_) => None,
                     // SQL reads koalas; submissions write koalas.
                     Guard::Sql => Some(false),
                     Guard::TaskSubmit | Guard::SupervisorSubmit => {
@@ -952,7 +994,10 @@ fn authorization_matrix_over_every_route() {
                     }
                     Some(true) => {}
                     None => {
-                        if g == Guard::Supervisor("id") || g == Guard::Statement("id") {
+                        if matches!(
+                            g,
+                            Guard::Supervisor(_) | Guard::Statement(_) | Guard::SqlCancel(_)
+                        ) {
                             // 404, or 405 for a method the route does not serve.
                             let (code, _, text) = send(Some((user, "pw")));
                             assert!(
