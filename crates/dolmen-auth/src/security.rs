@@ -957,6 +957,51 @@ service.auth.authorizer.authz.type=basic
         );
     }
 
+    /// The per-request cost of security once a user has logged in: the chain (a cached
+    /// login) and one authorization. A measurement, not a check: run with
+    /// `cargo test -p dolmen-auth --release -- --ignored --nocapture per_request_cost`.
+    #[tokio::test]
+    #[ignore]
+    async fn per_request_cost() {
+        let s = security("").await;
+        s.create_authz_role("authz", "r").await.unwrap();
+        let mut perms = Vec::new();
+        for i in 0..20 {
+            perms.push(json!({"resource": {"name": format!("ds{i}.*"), "type": "DATASOURCE"}, "action": "READ"}));
+        }
+        s.set_authz_role_permissions("authz", "r", &Value::Array(perms))
+            .await
+            .unwrap();
+        s.create_authn_user("basic", "bob").await.unwrap();
+        s.set_authn_credentials("basic", "bob", &json!({"password": "pw"}))
+            .await
+            .unwrap();
+        s.create_authz_user("authz", "bob").await.unwrap();
+        s.set_authz_user_role("authz", "bob", "r", true)
+            .await
+            .unwrap();
+        let header = basic("bob", "pw");
+        let wanted = read("ds19_events");
+        // Warm the caches (the first login runs PBKDF2).
+        let AuthnOutcome::Authenticated(who) = s.authenticate(Some(&header)).await.unwrap() else {
+            panic!()
+        };
+        assert!(s.authorize(&who, &wanted).await.unwrap());
+        let n = 20_000;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let AuthnOutcome::Authenticated(who) = s.authenticate(Some(&header)).await.unwrap()
+            else {
+                panic!()
+            };
+            assert!(s.authorize(&who, &wanted).await.unwrap());
+        }
+        let per = t.elapsed() / n;
+        println!(
+            "authenticate (cached) + authorize (20 permissions, last one matches): {per:?} per request"
+        );
+    }
+
     #[tokio::test]
     async fn skip_on_failure_passes_unknown_users_on() {
         let s = security(
