@@ -394,6 +394,16 @@ fn s3_store(
     let mut b = object_store::aws::AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .with_virtual_hosted_style_request(false);
+    // `service.client.https.trustStore*`: extra roots, e.g. a private CA.
+    let mut options = object_store::ClientOptions::new();
+    for der in &config.input_sources.client_trusted_certificates {
+        options = options.with_root_certificate(object_store::Certificate::from_der(der)?);
+    }
+    // Client options first (`with_allow_http` below sets one of them), and only with
+    // a trust store: they replace those `from_env` read.
+    if !config.input_sources.client_trusted_certificates.is_empty() {
+        b = b.with_client_options(options);
+    }
     if let Some(e) = &s3.endpoint {
         b = b.with_endpoint(e).with_allow_http(true);
     }

@@ -605,6 +605,12 @@ fn local_input_is_limited_to_allowed_base_dirs() {
 /// A CA and a certificate it signed for `localhost`/`127.0.0.1`: (CA PEM, server PKCS#12 with
 /// alias `dolmen` and password `changeit`), generated at run time (no key is committed).
 fn tls_material() -> (String, Vec<u8>) {
+    let (ca, p12, _, _) = tls_material_pem();
+    (ca, p12)
+}
+
+/// [`tls_material`] plus the server certificate and key as PEM.
+fn tls_material_pem() -> (String, Vec<u8>, String, String) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -637,7 +643,7 @@ fn tls_material() -> (String, Vec<u8>) {
         p12_keystore::KeyStoreEntry::PrivateKeyChain(chain),
     );
     let p12 = store.writer("changeit").write().unwrap();
-    (ca.pem(), p12)
+    (ca.pem(), p12, cert.pem(), key.serialize_pem())
 }
 
 /// Both listeners at once with security on; the TLS one serves the same API (basic auth over
@@ -1032,4 +1038,86 @@ fn authorization_matrix_over_every_route() {
     assert!(checked > 400, "{checked}");
     // Nothing changed.
     assert_eq!(before(&admin), state_before);
+}
+
+/// `service.client.https.trustStore*`: the `http` input source trusts a private CA when told
+/// to, and refuses the server otherwise. The HTTPS server is Python's, with a certificate
+/// generated at run time.
+#[test]
+fn http_input_over_tls_trusts_the_configured_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_pem, _, cert_pem, key_pem) = tls_material_pem();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &ca_pem).unwrap();
+    std::fs::write(dir.path().join("cert.pem"), &cert_pem).unwrap();
+    std::fs::write(dir.path().join("key.pem"), &key_pem).unwrap();
+    let www = dir.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(
+        www.join("rows.json"),
+        inline_rows(1_600_000_000_000, 1000, 2),
+    )
+    .unwrap();
+    let script = "import functools, http.server, ssl, sys\n\
+d, cert, key = sys.argv[1:4]\n\
+h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=d)\n\
+srv = http.server.HTTPServer(('127.0.0.1', 0), h)\n\
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+ctx.load_cert_chain(cert, key)\n\
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)\n\
+print(srv.server_address[1], flush=True)\n\
+srv.serve_forever()\n";
+    let mut https = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&www)
+        .arg(dir.path().join("cert.pem"))
+        .arg(dir.path().join("key.pem"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let port = {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(https.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        line.trim().to_string()
+    };
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _https = Kill(https);
+    let spec = || {
+        let mut spec = inline_spec("https_ds", "", &[], false);
+        spec["spec"]["ioConfig"]["inputSource"] =
+            json!({"type": "http", "uris": [format!("https://127.0.0.1:{port}/rows.json")]});
+        spec
+    };
+    for (name, trust) in [("trusting", true), ("untrusting", false)] {
+        let config = dir.path().join(format!("{name}.properties"));
+        let mut props = "service.ingestion.http.allowedHosts=127.0.0.1\n".to_string();
+        if trust {
+            props.push_str(&format!(
+                "service.client.https.trustStoreType=pem\nservice.client.https.trustStorePath={}\n",
+                ca.display()
+            ));
+        }
+        std::fs::write(&config, props).unwrap();
+        let s = Server::start_with_args(
+            &dir.path().join(name),
+            &["--config", config.to_str().unwrap()],
+        );
+        let st = s.run_task(&spec());
+        if trust {
+            assert_eq!(st["status"], "SUCCESS", "{st}");
+            assert_eq!(s.count("https_ds"), Some(2));
+        } else {
+            assert_eq!(st["status"], "FAILED", "{st}");
+        }
+    }
 }
