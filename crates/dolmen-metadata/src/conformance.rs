@@ -866,6 +866,153 @@ pub async fn audit_and_rules_cleanup(store: &dyn MetadataStore) {
     );
 }
 
+/// Basic-security users, credentials, roles, assignments and permissions: Druid's messages on
+/// conflicts and unknown names, cascades on delete, authenticators and authorizers apart.
+pub async fn security_users_and_roles(store: &dyn MetadataStore) {
+    use serde_json::json;
+    let msg = |e: MetadataError| e.to_string();
+    assert!(store.authn_users("basic").await.unwrap().is_empty());
+    store.create_authn_user("basic", "bob").await.unwrap();
+    let err = store.create_authn_user("basic", "bob").await.unwrap_err();
+    assert!(matches!(err, MetadataError::Conflict(_)));
+    assert_eq!(msg(err), "User [bob] already exists.");
+    // Another authenticator has its own users.
+    store.create_authn_user("other", "bob").await.unwrap();
+    let users = store.authn_users("basic").await.unwrap();
+    assert_eq!(users.len(), 1);
+    assert_eq!(users[0].credentials, None);
+    let creds = json!({"salt": "c2FsdA==", "hash": "aGFzaA==", "iterations": 10000});
+    store
+        .set_authn_credentials("basic", "bob", &creds)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.authn_users("basic").await.unwrap()[0].credentials,
+        Some(creds.clone())
+    );
+    let err = store
+        .set_authn_credentials("basic", "nobody", &creds)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MetadataError::NotFound(_)));
+    assert_eq!(msg(err), "User [nobody] does not exist.");
+    store.delete_authn_user("basic", "bob").await.unwrap();
+    assert!(store.authn_users("basic").await.unwrap().is_empty());
+    assert_eq!(store.authn_users("other").await.unwrap().len(), 1);
+    assert_eq!(
+        msg(store.delete_authn_user("basic", "bob").await.unwrap_err()),
+        "User [bob] does not exist."
+    );
+
+    // Authorizer: users, roles, assignments.
+    let perms = json!([{"resource": {"name": "wiki.*", "type": "DATASOURCE"}, "action": "READ"}]);
+    store.create_authz_user("basic", "bob").await.unwrap();
+    store
+        .create_authz_role("basic", "reader", &json!([]))
+        .await
+        .unwrap();
+    assert_eq!(
+        msg(store
+            .create_authz_role("basic", "reader", &json!([]))
+            .await
+            .unwrap_err()),
+        "Role [reader] already exists."
+    );
+    store
+        .set_authz_role_permissions("basic", "reader", &perms)
+        .await
+        .unwrap();
+    assert_eq!(
+        msg(store
+            .set_authz_role_permissions("basic", "nope", &perms)
+            .await
+            .unwrap_err()),
+        "Role [nope] does not exist."
+    );
+    store
+        .set_authz_user_role("basic", "bob", "reader", true)
+        .await
+        .unwrap();
+    assert_eq!(
+        msg(store
+            .set_authz_user_role("basic", "bob", "reader", true)
+            .await
+            .unwrap_err()),
+        "User [bob] already has role [reader]."
+    );
+    assert_eq!(
+        msg(store
+            .set_authz_user_role("basic", "carol", "reader", true)
+            .await
+            .unwrap_err()),
+        "User [carol] does not exist."
+    );
+    assert_eq!(
+        msg(store
+            .set_authz_user_role("basic", "bob", "nope", true)
+            .await
+            .unwrap_err()),
+        "Role [nope] does not exist."
+    );
+    let snap = store.authz_snapshot("basic").await.unwrap();
+    assert_eq!(snap.users.len(), 1);
+    assert_eq!(snap.users[0].roles, vec!["reader".to_string()]);
+    assert_eq!(snap.roles[0].permissions, perms);
+    assert_eq!(
+        store.authz_snapshot("other").await.unwrap(),
+        crate::AuthzSnapshot::default()
+    );
+    // Removing the assignment, then deleting the role and the user (assignments go with them).
+    store
+        .set_authz_user_role("basic", "bob", "reader", false)
+        .await
+        .unwrap();
+    assert_eq!(
+        msg(store
+            .set_authz_user_role("basic", "bob", "reader", false)
+            .await
+            .unwrap_err()),
+        "User [bob] does not have role [reader]."
+    );
+    store
+        .set_authz_user_role("basic", "bob", "reader", true)
+        .await
+        .unwrap();
+    store.delete_authz_role("basic", "reader").await.unwrap();
+    let snap = store.authz_snapshot("basic").await.unwrap();
+    assert!(snap.roles.is_empty());
+    assert!(snap.users[0].roles.is_empty());
+    store
+        .create_authz_role("basic", "reader", &perms)
+        .await
+        .unwrap();
+    // A re-created role is not assigned to anybody.
+    assert!(
+        store.authz_snapshot("basic").await.unwrap().users[0]
+            .roles
+            .is_empty()
+    );
+    store
+        .set_authz_user_role("basic", "bob", "reader", true)
+        .await
+        .unwrap();
+    store.delete_authz_user("basic", "bob").await.unwrap();
+    store.create_authz_user("basic", "bob").await.unwrap();
+    assert!(
+        store.authz_snapshot("basic").await.unwrap().users[0]
+            .roles
+            .is_empty()
+    );
+    assert_eq!(
+        msg(store.delete_authz_user("basic", "zed").await.unwrap_err()),
+        "User [zed] does not exist."
+    );
+    assert_eq!(
+        msg(store.delete_authz_role("basic", "zed").await.unwrap_err()),
+        "Role [zed] does not exist."
+    );
+}
+
 /// Instantiates the conformance suite for a backend: `metadata_store_conformance!(async { store })`.
 #[macro_export]
 macro_rules! metadata_store_conformance {
@@ -934,6 +1081,11 @@ macro_rules! metadata_store_conformance {
         async fn conformance_audit_and_rules_cleanup() {
             let s = $make;
             $crate::conformance::audit_and_rules_cleanup(&s).await;
+        }
+        #[tokio::test]
+        async fn conformance_security_users_and_roles() {
+            let s = $make;
+            $crate::conformance::security_users_and_roles(&s).await;
         }
     };
 }

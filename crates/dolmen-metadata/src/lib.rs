@@ -272,6 +272,94 @@ pub trait MetadataStore: Send + Sync + std::fmt::Debug + 'static {
         key: Option<&str>,
         query: &AuditQuery,
     ) -> Result<Vec<AuditEntry>>;
+
+    // --- basic security (users, credentials, roles, permissions) ---
+    //
+    // Messages of the errors are Druid's (`User [x] does not exist.`, ...): the security API
+    // answers them as they are.
+
+    /// Users of a basic authenticator, by name.
+    async fn authn_users(&self, authenticator: &str) -> Result<Vec<AuthnUserRecord>>;
+
+    /// Creates a user of a basic authenticator, without credentials.
+    ///
+    /// # Errors
+    /// [`MetadataError::Conflict`] `User [x] already exists.`
+    async fn create_authn_user(&self, authenticator: &str, name: &str) -> Result<()>;
+
+    /// Deletes a user of a basic authenticator.
+    ///
+    /// # Errors
+    /// [`MetadataError::NotFound`] `User [x] does not exist.`
+    async fn delete_authn_user(&self, authenticator: &str, name: &str) -> Result<()>;
+
+    /// Replaces the credentials (`{"salt","hash","iterations"}`) of a user.
+    ///
+    /// # Errors
+    /// [`MetadataError::NotFound`] `User [x] does not exist.`
+    async fn set_authn_credentials(
+        &self,
+        authenticator: &str,
+        name: &str,
+        credentials: &serde_json::Value,
+    ) -> Result<()>;
+
+    /// Users and roles of a basic authorizer, read in one transaction.
+    async fn authz_snapshot(&self, authorizer: &str) -> Result<AuthzSnapshot>;
+
+    /// Creates a user of a basic authorizer.
+    ///
+    /// # Errors
+    /// [`MetadataError::Conflict`] `User [x] already exists.`
+    async fn create_authz_user(&self, authorizer: &str, name: &str) -> Result<()>;
+
+    /// Deletes a user of a basic authorizer and its role assignments.
+    ///
+    /// # Errors
+    /// [`MetadataError::NotFound`] `User [x] does not exist.`
+    async fn delete_authz_user(&self, authorizer: &str, name: &str) -> Result<()>;
+
+    /// Creates a role with the given permissions (a JSON array).
+    ///
+    /// # Errors
+    /// [`MetadataError::Conflict`] `Role [r] already exists.`
+    async fn create_authz_role(
+        &self,
+        authorizer: &str,
+        name: &str,
+        permissions: &serde_json::Value,
+    ) -> Result<()>;
+
+    /// Deletes a role and its assignments.
+    ///
+    /// # Errors
+    /// [`MetadataError::NotFound`] `Role [r] does not exist.`
+    async fn delete_authz_role(&self, authorizer: &str, name: &str) -> Result<()>;
+
+    /// Replaces the permissions of a role.
+    ///
+    /// # Errors
+    /// [`MetadataError::NotFound`] `Role [r] does not exist.`
+    async fn set_authz_role_permissions(
+        &self,
+        authorizer: &str,
+        role: &str,
+        permissions: &serde_json::Value,
+    ) -> Result<()>;
+
+    /// Assigns (`assigned`) or removes a role of a user.
+    ///
+    /// # Errors
+    /// [`MetadataError::NotFound`] `User [u] does not exist.` / `Role [r] does not exist.`;
+    /// [`MetadataError::Conflict`] `User [u] already has role [r].` /
+    /// `User [u] does not have role [r].`
+    async fn set_authz_user_role(
+        &self,
+        authorizer: &str,
+        user: &str,
+        role: &str,
+        assigned: bool,
+    ) -> Result<()>;
 }
 
 /// The audit type of retention rule changes (Druid's `RulesResource`/`SQLMetadataRuleManager`).

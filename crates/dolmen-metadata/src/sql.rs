@@ -19,10 +19,11 @@ use sqlx::{AnyPool, Row};
 use tokio::sync::Mutex;
 
 use crate::{
-    AuditEntry, AuditInfo, AuditQuery, AuditTarget, MetadataError, MetadataStore, PublishMode,
-    PublishRequest, Result, RulesRecord, RunnerStatus, SegmentRecord, SegmentSelector,
-    StreamCommit, StreamOffsets, SupervisorRecord, TaskFilter, TaskLocation, TaskLockRecord,
-    TaskRecord, TaskState, TaskStatusUpdate, UnusedSegmentsQuery,
+    AuditEntry, AuditInfo, AuditQuery, AuditTarget, AuthnUserRecord, AuthzRoleRecord,
+    AuthzSnapshot, AuthzUserRecord, MetadataError, MetadataStore, PublishMode, PublishRequest,
+    Result, RulesRecord, RunnerStatus, SegmentRecord, SegmentSelector, StreamCommit, StreamOffsets,
+    SupervisorRecord, TaskFilter, TaskLocation, TaskLockRecord, TaskRecord, TaskState,
+    TaskStatusUpdate, UnusedSegmentsQuery,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -1021,6 +1022,321 @@ impl MetadataStore for SqlMetadataStore {
         let rows = q.fetch_all(&self.pool).await?;
         rows.iter().map(decode_audit).collect()
     }
+
+    async fn authn_users(&self, authenticator: &str) -> Result<Vec<AuthnUserRecord>> {
+        let rows = sqlx::query(
+            "SELECT name, credentials FROM authn_users WHERE authenticator = $1 ORDER BY name",
+        )
+        .bind(authenticator)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let name: String = r.try_get("name")?;
+                let credentials: Option<String> = r.try_get("credentials")?;
+                let credentials = match credentials {
+                    None => None,
+                    Some(t) => Some(
+                        serde_json::from_str(&t)
+                            .map_err(|e| corrupt("user credentials", &name, e))?,
+                    ),
+                };
+                Ok(AuthnUserRecord { name, credentials })
+            })
+            .collect()
+    }
+
+    async fn create_authn_user(&self, authenticator: &str, name: &str) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        if row_exists(&mut tx, "authn_users", "authenticator", authenticator, name).await? {
+            return Err(MetadataError::Conflict(format!(
+                "User [{name}] already exists."
+            )));
+        }
+        sqlx::query(
+            "INSERT INTO authn_users (authenticator, name, credentials) VALUES ($1, $2, NULL)",
+        )
+        .bind(authenticator)
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_authn_user(&self, authenticator: &str, name: &str) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let n = sqlx::query("DELETE FROM authn_users WHERE authenticator = $1 AND name = $2")
+            .bind(authenticator)
+            .bind(name)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        if n == 0 {
+            return Err(no_user(name));
+        }
+        Ok(())
+    }
+
+    async fn set_authn_credentials(
+        &self,
+        authenticator: &str,
+        name: &str,
+        credentials: &serde_json::Value,
+    ) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let n = sqlx::query(
+            "UPDATE authn_users SET credentials = $1 WHERE authenticator = $2 AND name = $3",
+        )
+        .bind(credentials.to_string())
+        .bind(authenticator)
+        .bind(name)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Err(no_user(name));
+        }
+        Ok(())
+    }
+
+    async fn authz_snapshot(&self, authorizer: &str) -> Result<AuthzSnapshot> {
+        let mut tx = self.pool.begin().await?;
+        let users = sqlx::query("SELECT name FROM authz_users WHERE authorizer = $1 ORDER BY name")
+            .bind(authorizer)
+            .fetch_all(&mut *tx)
+            .await?;
+        let assignments = sqlx::query(
+            "SELECT user_name, role_name FROM authz_user_roles WHERE authorizer = $1 ORDER BY user_name, role_name",
+        )
+        .bind(authorizer)
+        .fetch_all(&mut *tx)
+        .await?;
+        let roles = sqlx::query(
+            "SELECT name, permissions FROM authz_roles WHERE authorizer = $1 ORDER BY name",
+        )
+        .bind(authorizer)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut by_user: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for r in &assignments {
+            by_user
+                .entry(r.try_get("user_name")?)
+                .or_default()
+                .push(r.try_get("role_name")?);
+        }
+        let users = users
+            .iter()
+            .map(|r| {
+                let name: String = r.try_get("name")?;
+                let roles = by_user.remove(&name).unwrap_or_default();
+                Ok(AuthzUserRecord { name, roles })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let roles = roles
+            .iter()
+            .map(|r| {
+                let name: String = r.try_get("name")?;
+                let text: String = r.try_get("permissions")?;
+                let permissions =
+                    serde_json::from_str(&text).map_err(|e| corrupt("role", &name, e))?;
+                Ok(AuthzRoleRecord { name, permissions })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AuthzSnapshot { users, roles })
+    }
+
+    async fn create_authz_user(&self, authorizer: &str, name: &str) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        if row_exists(&mut tx, "authz_users", "authorizer", authorizer, name).await? {
+            return Err(MetadataError::Conflict(format!(
+                "User [{name}] already exists."
+            )));
+        }
+        sqlx::query("INSERT INTO authz_users (authorizer, name) VALUES ($1, $2)")
+            .bind(authorizer)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_authz_user(&self, authorizer: &str, name: &str) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query("DELETE FROM authz_users WHERE authorizer = $1 AND name = $2")
+            .bind(authorizer)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if n == 0 {
+            return Err(no_user(name));
+        }
+        sqlx::query("DELETE FROM authz_user_roles WHERE authorizer = $1 AND user_name = $2")
+            .bind(authorizer)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn create_authz_role(
+        &self,
+        authorizer: &str,
+        name: &str,
+        permissions: &serde_json::Value,
+    ) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        if row_exists(&mut tx, "authz_roles", "authorizer", authorizer, name).await? {
+            return Err(MetadataError::Conflict(format!(
+                "Role [{name}] already exists."
+            )));
+        }
+        sqlx::query("INSERT INTO authz_roles (authorizer, name, permissions) VALUES ($1, $2, $3)")
+            .bind(authorizer)
+            .bind(name)
+            .bind(permissions.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_authz_role(&self, authorizer: &str, name: &str) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query("DELETE FROM authz_roles WHERE authorizer = $1 AND name = $2")
+            .bind(authorizer)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if n == 0 {
+            return Err(no_role(name));
+        }
+        sqlx::query("DELETE FROM authz_user_roles WHERE authorizer = $1 AND role_name = $2")
+            .bind(authorizer)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_authz_role_permissions(
+        &self,
+        authorizer: &str,
+        role: &str,
+        permissions: &serde_json::Value,
+    ) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let n = sqlx::query(
+            "UPDATE authz_roles SET permissions = $1 WHERE authorizer = $2 AND name = $3",
+        )
+        .bind(permissions.to_string())
+        .bind(authorizer)
+        .bind(role)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Err(no_role(role));
+        }
+        Ok(())
+    }
+
+    async fn set_authz_user_role(
+        &self,
+        authorizer: &str,
+        user: &str,
+        role: &str,
+        assigned: bool,
+    ) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        if !row_exists(&mut tx, "authz_users", "authorizer", authorizer, user).await? {
+            return Err(no_user(user));
+        }
+        if !row_exists(&mut tx, "authz_roles", "authorizer", authorizer, role).await? {
+            return Err(no_role(role));
+        }
+        let has = sqlx::query(
+            "SELECT 1 AS one FROM authz_user_roles WHERE authorizer = $1 AND user_name = $2 AND role_name = $3",
+        )
+        .bind(authorizer)
+        .bind(user)
+        .bind(role)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+        match (assigned, has) {
+            (true, true) => {
+                return Err(MetadataError::Conflict(format!(
+                    "User [{user}] already has role [{role}]."
+                )));
+            }
+            (false, false) => {
+                return Err(MetadataError::Conflict(format!(
+                    "User [{user}] does not have role [{role}]."
+                )));
+            }
+            (true, false) => {
+                sqlx::query(
+                    "INSERT INTO authz_user_roles (authorizer, user_name, role_name) VALUES ($1, $2, $3)",
+                )
+                .bind(authorizer)
+                .bind(user)
+                .bind(role)
+                .execute(&mut *tx)
+                .await?;
+            }
+            (false, true) => {
+                sqlx::query(
+                    "DELETE FROM authz_user_roles WHERE authorizer = $1 AND user_name = $2 AND role_name = $3",
+                )
+                .bind(authorizer)
+                .bind(user)
+                .bind(role)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+fn no_user(name: &str) -> MetadataError {
+    MetadataError::NotFound(format!("User [{name}] does not exist."))
+}
+
+fn no_role(name: &str) -> MetadataError {
+    MetadataError::NotFound(format!("Role [{name}] does not exist."))
+}
+
+/// Whether `table` has the row `(owner_column = owner, name = name)`; `table` and
+/// `owner_column` are constants of this file, never user input.
+async fn row_exists(
+    conn: &mut sqlx::AnyConnection,
+    table: &str,
+    owner_column: &str,
+    owner: &str,
+    name: &str,
+) -> Result<bool> {
+    let sql = format!("SELECT 1 AS one FROM {table} WHERE {owner_column} = $1 AND name = $2");
+    Ok(sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(owner)
+        .bind(name)
+        .fetch_optional(&mut *conn)
+        .await?
+        .is_some())
 }
 
 /// The rules entry that cleanup never deletes (the cluster-wide defaults).

@@ -415,3 +415,41 @@ pub struct RulesRecord {
     /// The rule array as posted (JSON).
     pub rules: serde_json::Value,
 }
+
+/// A user of a basic authenticator (a row of `authn_users`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthnUserRecord {
+    /// User name.
+    pub name: String,
+    /// `{"salt","hash","iterations"}` as the authenticator wrote it; `None` for a user created
+    /// without credentials (who cannot log in).
+    pub credentials: Option<serde_json::Value>,
+}
+
+/// A user of a basic authorizer and the names of its roles, sorted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthzUserRecord {
+    /// User name.
+    pub name: String,
+    /// Assigned roles, sorted.
+    pub roles: Vec<String>,
+}
+
+/// A role of a basic authorizer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthzRoleRecord {
+    /// Role name.
+    pub name: String,
+    /// JSON array of `{resource{name,type},action}` as the authorizer wrote it.
+    pub permissions: serde_json::Value,
+}
+
+/// Everything one basic authorizer holds, read in one transaction: users (with their roles)
+/// and roles, each sorted by name.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AuthzSnapshot {
+    /// Users.
+    pub users: Vec<AuthzUserRecord>,
+    /// Roles.
+    pub roles: Vec<AuthzRoleRecord>,
+}

@@ -338,6 +338,11 @@ pub struct QueryEngine {
     lookups: Arc<dolmen_lookup::LookupRegistry>,
     /// Optimized plans of repeated queries ([`crate::plan_cache`]).
     plans: crate::plan_cache::PlanCache,
+    /// What repeated statements touch ([`QueryEngine::resources_of`]), by the plan cache's key
+    /// and the view generation they were planned at.
+    resources: std::sync::Mutex<
+        std::collections::HashMap<crate::plan_cache::PlanKey, (u64, StatementResources)>,
+    >,
     /// The states a cached plan is physically planned in, without a per-query copy: cached
     /// plans call no time-dependent function, so the query start time a copy would stamp is
     /// not read. The second has `readFromDeepStorage` set.
@@ -477,6 +482,7 @@ impl QueryEngine {
             view: view_for_plans,
             lookups,
             plans: crate::plan_cache::PlanCache::default(),
+            resources: std::sync::Mutex::default(),
         }
     }
 
@@ -861,6 +867,80 @@ fn explain_result(
         data_sources: data_sources_read(&optimized),
         planning: Duration::ZERO,
     })
+}
+
+/// Most entries of the statement resources cache before it is emptied.
+const RESOURCES_CACHE_MAX: usize = 1024;
+
+/// Everything a statement touches, for authorization (Druid's `SqlResourceCollectorShuttle`
+/// and `AbstractStatement.authorize`): read before execution.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatementResources {
+    /// Datasources read (the `druid` schema), sorted.
+    pub data_sources_read: Vec<String>,
+    /// Tables of other schemas read, as `schema.table` (`sys`, `INFORMATION_SCHEMA`,
+    /// `lookup`), sorted.
+    pub other_tables: Vec<String>,
+    /// Whether `EXTERN` is read.
+    pub external: bool,
+    /// The `INSERT` / `REPLACE` target.
+    pub write_target: Option<String>,
+}
+
+impl QueryEngine {
+    /// Plans a prepared query (without executing or caching it) and lists what it touches.
+    ///
+    /// # Errors
+    /// As [`QueryEngine::plan`]: the statement's own validation errors.
+    pub async fn resources_of(&self, p: &PreparedQuery) -> Result<StatementResources, QueryError> {
+        use datafusion::common::tree_node::TreeNodeRecursion;
+        // A repeated plain query touches what it touched at the same view generation (the key
+        // holds the text, parameters and settings): no second planning on the hot path.
+        let key = p.plan_key();
+        let generation = self.view.generation();
+        if let Some(k) = &key
+            && let Some((g, r)) = self.resources.lock().expect("resources cache").get(k)
+            && *g == generation
+        {
+            return Ok(r.clone());
+        }
+        let (_, plan) = self.plan_state(self.query_state(), p).await?;
+        let mut out = StatementResources {
+            write_target: p.dml().map(|d| d.data_source.clone()),
+            ..StatementResources::default()
+        };
+        let mut read = std::collections::BTreeSet::new();
+        let mut other = std::collections::BTreeSet::new();
+        let _ = plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                let table = scan.table_name.table();
+                match scan.table_name.schema() {
+                    None if table
+                        .starts_with(&format!("{}(", crate::external::EXTERN_FUNCTION)) =>
+                    {
+                        out.external = true;
+                    }
+                    None | Some("druid") => {
+                        read.insert(table.to_string());
+                    }
+                    Some(schema) => {
+                        other.insert(format!("{schema}.{table}"));
+                    }
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        out.data_sources_read = read.into_iter().collect();
+        out.other_tables = other.into_iter().collect();
+        if let Some(k) = key {
+            let mut cache = self.resources.lock().expect("resources cache");
+            if cache.len() >= RESOURCES_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(k, (generation, out.clone()));
+        }
+        Ok(out)
+    }
 }
 
 /// The Druid datasources a plan scans (tables of the `druid` schema), sorted, each once.

@@ -18,10 +18,12 @@ pub mod error;
 pub mod lookups;
 pub mod paths;
 pub mod request_log;
+pub mod security;
 pub mod sql;
 pub mod statements;
 pub mod supervisors;
 pub mod tasks;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -88,6 +90,8 @@ pub struct AppState {
     pub started_ms: i64,
     /// The automatic compaction duty and its last status snapshots.
     pub compaction: Arc<dolmen_overlord::auto_compact::CompactionDuty>,
+    /// Authentication and authorization; `None` with security off (the default).
+    pub security: Option<Arc<dolmen_auth::Security>>,
 }
 
 impl AppState {
@@ -97,9 +101,10 @@ impl AppState {
     }
 }
 
-/// The API routes, relative to a prefix.
-fn api_routes() -> Router<Arc<AppState>> {
-    Router::new()
+/// The API routes, relative to a prefix; each path needs an entry in
+/// [`security::ROUTE_GUARDS`].
+fn api_routes() -> security::ApiRoutes {
+    security::ApiRoutes::new()
         .route(paths::SQL, post(sql::post_sql))
         .route(paths::SQL_QUERY, axum::routing::delete(sql::cancel_sql))
         .route(paths::SQL_STATEMENTS, post(statements::submit_statement))
@@ -423,21 +428,44 @@ async fn not_found(req: Request) -> impl IntoResponse {
     )
 }
 
-/// The complete router.
-pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+/// The routes at the root.
+fn root_routes() -> security::ApiRoutes {
+    security::ApiRoutes::new()
         .route(paths::STATUS, get(status))
         .route(paths::STATUS_HEALTH, get(health))
         .route(paths::STATUS_SELF_DISCOVERED, get(self_discovered))
         .route(paths::METRICS, get(metrics))
-        .nest(paths::SERVICE_PREFIX, api_routes())
+}
+
+/// The complete router. With security on, every request first goes through
+/// [`security::authenticate`], and every route through its guard ([`security`]).
+pub fn router(state: Arc<AppState>) -> Router {
+    let mut r = root_routes()
+        .into_router(&state)
+        .nest(paths::SERVICE_PREFIX, api_routes().into_router(&state))
         .nest(
             paths::DRUID_PREFIX,
-            api_routes().layer(middleware::from_fn(druid_headers)),
+            api_routes()
+                .into_router(&state)
+                .layer(middleware::from_fn(druid_headers)),
+        )
+        .nest(
+            paths::SERVICE_EXT_PREFIX,
+            security::security_routes().into_router(&state),
+        )
+        .nest(
+            paths::DRUID_EXT_PREFIX,
+            security::security_routes().into_router(&state),
         )
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY_BYTES))
-        .with_state(state)
+        .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY_BYTES));
+    if state.security.is_some() {
+        r = r.layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            security::authenticate,
+        ));
+    }
+    r.with_state(state)
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }
 

@@ -6,6 +6,11 @@ pub const SERVICE_PREFIX: &str = "/service";
 /// Prefix Druid clients use; answers the same routes with `X-Druid-*` headers.
 pub const DRUID_PREFIX: &str = "/druid";
 
+/// Prefix of the extension APIs (basic security), canonical (spec).
+pub const SERVICE_EXT_PREFIX: &str = "/service-ext";
+/// Prefix of the extension APIs for Druid clients.
+pub const DRUID_EXT_PREFIX: &str = "/druid-ext";
+
 /// `GET /status`: version.
 pub const STATUS: &str = "/status";
 /// `GET /status/health`: `true`.
@@ -214,3 +219,33 @@ pub const OVERLORD_COMPACTION_STATUS: &str =
 /// `GET`: whether compaction supervisors run auto-compaction (`false`).
 pub const OVERLORD_COMPACTION_SUPERVISOR_ENABLED: &str =
     "/indexer/v1/compaction/isSupervisorEnabled";
+
+/// `GET`: `{authenticatorName: true}` per basic authenticator.
+pub const AUTHN_LOAD_STATUS: &str = "/basic-security/authentication/loadStatus";
+/// `GET`: reload every authenticator's users from the metadata store.
+pub const AUTHN_REFRESH_ALL: &str = "/basic-security/authentication/refreshAll";
+/// `GET` the user names of an authenticator.
+pub const AUTHN_USERS: &str = "/basic-security/authentication/db/{authenticator}/users";
+/// `GET|POST|DELETE` an authenticator user.
+pub const AUTHN_USER: &str = "/basic-security/authentication/db/{authenticator}/users/{user}";
+/// `POST {"password"}`: set a user's credentials.
+pub const AUTHN_USER_CREDENTIALS: &str =
+    "/basic-security/authentication/db/{authenticator}/users/{user}/credentials";
+/// `GET`: `{authorizerName: true}` per basic authorizer.
+pub const AUTHZ_LOAD_STATUS: &str = "/basic-security/authorization/loadStatus";
+/// `GET`: reload every authorizer's users and roles from the metadata store.
+pub const AUTHZ_REFRESH_ALL: &str = "/basic-security/authorization/refreshAll";
+/// `GET` the user names of an authorizer.
+pub const AUTHZ_USERS: &str = "/basic-security/authorization/db/{authorizer}/users";
+/// `GET|POST|DELETE` an authorizer user (`?full`, `?simplifyPermissions`).
+pub const AUTHZ_USER: &str = "/basic-security/authorization/db/{authorizer}/users/{user}";
+/// `POST|DELETE`: assign or remove a role.
+pub const AUTHZ_USER_ROLE: &str =
+    "/basic-security/authorization/db/{authorizer}/users/{user}/roles/{role}";
+/// `GET` the role names of an authorizer.
+pub const AUTHZ_ROLES: &str = "/basic-security/authorization/db/{authorizer}/roles";
+/// `GET|POST|DELETE` a role (`?full`, `?simplifyPermissions`).
+pub const AUTHZ_ROLE: &str = "/basic-security/authorization/db/{authorizer}/roles/{role}";
+/// `GET` / `POST` (replace) the permissions of a role.
+pub const AUTHZ_ROLE_PERMISSIONS: &str =
+    "/basic-security/authorization/db/{authorizer}/roles/{role}/permissions";

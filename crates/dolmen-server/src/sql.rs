@@ -64,12 +64,21 @@ impl From<QueryError> for RequestError {
 #[derive(Debug, Default)]
 pub struct RunningQueries {
     next: std::sync::atomic::AtomicU64,
-    by_id: Mutex<HashMap<String, Vec<(u64, CancellationToken)>>>,
+    by_id: Mutex<HashMap<String, Vec<RunningQuery>>>,
 }
 
+/// One running query: its number, cancellation token, and the resources it uses (empty with
+/// security off).
+type RunningQuery = (u64, CancellationToken, Arc<[dolmen_auth::ResourceAction]>);
+
 impl RunningQueries {
-    /// Registers a query; it stays registered until the returned guard is dropped.
-    fn register(self: &Arc<Self>, id: &str) -> (CancellationToken, Registration) {
+    /// Registers a query using `resources`; it stays registered until the returned guard is
+    /// dropped.
+    fn register(
+        self: &Arc<Self>,
+        id: &str,
+        resources: Vec<dolmen_auth::ResourceAction>,
+    ) -> (CancellationToken, Registration) {
         let token = CancellationToken::new();
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.by_id
@@ -77,7 +86,7 @@ impl RunningQueries {
             .expect("running queries lock")
             .entry(id.to_string())
             .or_default()
-            .push((n, token.clone()));
+            .push((n, token.clone(), resources.into()));
         (
             token,
             Registration {
@@ -92,10 +101,25 @@ impl RunningQueries {
     pub fn cancel(&self, id: &str) -> usize {
         let map = self.by_id.lock().expect("running queries lock");
         let Some(list) = map.get(id) else { return 0 };
-        for (_, t) in list {
+        for (_, t, _) in list {
             t.cancel();
         }
         list.len()
+    }
+
+    /// The resources used by the running queries with `id` (each once); `None` when none runs.
+    pub fn resources(&self, id: &str) -> Option<Vec<dolmen_auth::ResourceAction>> {
+        let map = self.by_id.lock().expect("running queries lock");
+        let list = map.get(id)?;
+        let mut out: Vec<dolmen_auth::ResourceAction> = Vec::new();
+        for (_, _, r) in list {
+            for ra in r.iter() {
+                if !out.contains(ra) {
+                    out.push(ra.clone());
+                }
+            }
+        }
+        Some(out)
     }
 }
 
@@ -111,7 +135,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         let mut map = self.queries.by_id.lock().expect("running queries lock");
         if let Some(list) = map.get_mut(&self.id) {
-            list.retain(|(n, _)| *n != self.n);
+            list.retain(|(n, _, _)| *n != self.n);
             if list.is_empty() {
                 map.remove(&self.id);
             }
@@ -267,7 +291,22 @@ pub(crate) async fn post_sql(
     let header = q.header;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Chunk, QueryError>>(4);
     let engine = Arc::clone(&state.engine);
-    let (cancel, registration) = state.queries.register(&query_id);
+    // With security on, what the query uses (cached since the check): cancelling it needs READ
+    // on each (spec).
+    let resources = match &state.security {
+        None => Vec::new(),
+        Some(_) => match state.engine.resources_of(&prepared).await {
+            Ok(r) => crate::security::sql_resource_actions(&r)
+                .into_iter()
+                .map(|mut ra| {
+                    ra.action = dolmen_auth::Action::Read;
+                    ra
+                })
+                .collect(),
+            Err(error) => return failed(log, error, host),
+        },
+    };
+    let (cancel, registration) = state.queries.register(&query_id, resources);
     let planned = Planning {
         slot: log.planned_slot(),
         before: log.elapsed(),

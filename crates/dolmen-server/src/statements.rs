@@ -182,6 +182,7 @@ async fn controller_payload(
     state: &AppState,
     q: &SqlQuery,
     log: &mut SqlRequestLog,
+    submitted_by: Option<String>,
 ) -> Result<(Value, Vec<Value>), StatementError> {
     let prepared: PreparedQuery = state
         .engine
@@ -284,7 +285,7 @@ async fn controller_payload(
             destination,
             other: Map::new(),
         },
-        submitted_by: None,
+        submitted_by,
         context: Some(q.context.clone().unwrap_or_default()),
     };
     let payload = serde_json::to_value(&spec)
@@ -298,9 +299,10 @@ async fn submit(
     q: &SqlQuery,
     require_async: bool,
     log: &mut SqlRequestLog,
+    submitted_by: Option<String>,
 ) -> Result<(String, i64, Vec<Value>), StatementError> {
     check_request(q, require_async)?;
-    let (payload, schema) = controller_payload(state, q, log).await?;
+    let (payload, schema) = controller_payload(state, q, log, submitted_by).await?;
     let id = state
         .overlord
         .submit(payload)
@@ -323,6 +325,7 @@ async fn submit_and_answer(
     headers: &HeaderMap,
     body: &Bytes,
     require_async: bool,
+    submitted_by: Option<String>,
     answer: impl FnOnce(String, i64, Vec<Value>) -> Response,
 ) -> Response {
     let started = Instant::now();
@@ -337,7 +340,7 @@ async fn submit_and_answer(
         remote,
         &q,
     );
-    match submit(state, &q, require_async, &mut log).await {
+    match submit(state, &q, require_async, &mut log, submitted_by).await {
         Ok((id, created, schema)) => log.attach(answer(id, created, schema), None),
         Err(e) => {
             let failure = Failure::failed(&e.message);
@@ -353,6 +356,7 @@ async fn submit_and_answer(
 pub(crate) async fn submit_statement(
     State(state): State<Arc<AppState>>,
     remote: RemoteAddr,
+    identity: Option<axum::Extension<dolmen_auth::Identity>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -362,6 +366,7 @@ pub(crate) async fn submit_statement(
         &headers,
         &body,
         true,
+        identity.map(|i| i.0.name),
         |id, created, schema| {
             axum::Json(json!({
                 "queryId": id,
@@ -380,10 +385,12 @@ pub(crate) async fn submit_statement(
 pub(crate) async fn submit_task(
     State(state): State<Arc<AppState>>,
     remote: RemoteAddr,
+    identity: Option<axum::Extension<dolmen_auth::Identity>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    submit_and_answer(&state, remote, &headers, &body, false, |id, _, _| {
+    let who = identity.map(|i| i.0.name);
+    submit_and_answer(&state, remote, &headers, &body, false, who, |id, _, _| {
         axum::Json(json!({"taskId": id, "state": "RUNNING"})).into_response()
     })
     .await

@@ -85,6 +85,86 @@ pub struct ServerConfig {
     pub metrics: dolmen_metrics::MetricsConfig,
     /// The coordinator's schedule, tier and audit settings.
     pub coordinator: CoordinatorSettings,
+    /// Authentication and authorization (`service.auth.*`, `service.escalator.*`); `None`
+    /// with security off (the default). See `dolmen_auth::config`.
+    pub security: Option<dolmen_auth::SecurityConfig>,
+    /// Whether the plaintext listener runs (`service.enablePlaintextPort`, default true).
+    pub plaintext: bool,
+    /// The TLS listener (`service.enableTlsPort`, default false), see [`TlsConfig`].
+    pub tls: Option<TlsConfig>,
+}
+
+/// The TLS listener: `service.tlsPort` (default 9088, Druid's Router TLS port; 0 picks a free
+/// port) and the server key store `service.server.https.keyStoreType` (`pkcs12`, the default,
+/// or `pem`), `.keyStorePath` (required), `.keyStorePassword` (a password provider), `.certAlias`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// Port to bind.
+    pub port: u16,
+    /// Certificate and key.
+    pub key_store: dolmen_server::tls::ServerKeyStore,
+}
+
+impl TlsConfig {
+    /// Reads the listener properties (Druid's start-up checks and messages).
+    fn from_properties(
+        props: &Properties,
+        plaintext: bool,
+        plaintext_port: u16,
+    ) -> anyhow::Result<Option<TlsConfig>> {
+        let enabled = props
+            .get_parsed::<bool>("service.enableTlsPort")?
+            .unwrap_or(false);
+        if !plaintext && !enabled {
+            anyhow::bail!(
+                "At least one of the service.enablePlaintextPort or service.enableTlsPort needs to be true."
+            );
+        }
+        if !enabled {
+            return Ok(None);
+        }
+        let port = props.get_parsed::<u16>("service.tlsPort")?.unwrap_or(9088);
+        if plaintext && port == plaintext_port && port != 0 {
+            anyhow::bail!(
+                "service.tlsPort: plaintextPort and tlsPort cannot be null or same if both http and https connectors are enabled"
+            );
+        }
+        const P: &str = "service.server.https";
+        let store_type = match props
+            .get(&format!("{P}.keyStoreType"))
+            .map(|t| t.trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("pkcs12") => dolmen_server::tls::KeyStoreType::Pkcs12,
+            Some("pem") => dolmen_server::tls::KeyStoreType::Pem,
+            Some("jks") => anyhow::bail!(
+                "{P}.keyStoreType: JKS stores cannot be read without a JVM; convert with `keytool -importkeystore -deststoretype PKCS12` and set pkcs12, or use pem"
+            ),
+            Some(other) => anyhow::bail!("{P}.keyStoreType: [{other}] is not one of [pkcs12, pem]"),
+        };
+        let path = props
+            .get(&format!("{P}.keyStorePath"))
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| {
+                anyhow::anyhow!("{P}.keyStorePath: required when service.enableTlsPort is true")
+            })?;
+        let password =
+            dolmen_auth::config::password_property(props, &format!("{P}.keyStorePassword"))?
+                .map(|s| s.expose().to_string())
+                .unwrap_or_default();
+        Ok(Some(TlsConfig {
+            port,
+            key_store: dolmen_server::tls::ServerKeyStore {
+                store_type,
+                path: PathBuf::from(path),
+                password,
+                cert_alias: props
+                    .get(&format!("{P}.certAlias"))
+                    .map(|a| a.trim().to_string()),
+            },
+        }))
+    }
 }
 
 /// Coordinator, tier and audit properties (Druid's `druid.coordinator.*`, `druid.server.tier`,
@@ -416,17 +496,23 @@ impl ServerConfig {
             .clone()
             .or_else(|| props.get("service.dataDir").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("var"));
+        let port = match args.port {
+            Some(p) => p,
+            None => props
+                .get_parsed::<u16>("service.plaintextPort")?
+                .unwrap_or(8888),
+        };
+        let plaintext = props
+            .get_parsed::<bool>("service.enablePlaintextPort")?
+            .unwrap_or(true);
         Ok(ServerConfig {
+            tls: TlsConfig::from_properties(props, plaintext, port)?,
+            plaintext,
             coordinator: CoordinatorSettings::from_properties(props)?,
             metrics: metrics_config(args, props)?,
             durable_storage: DurableStorageConfig::from_properties(props, &data_dir)?,
             deep_storage: DeepStorageConfig::from_properties(props, &data_dir)?,
-            port: match args.port {
-                Some(p) => p,
-                None => props
-                    .get_parsed::<u16>("service.plaintextPort")?
-                    .unwrap_or(8888),
-            },
+            port,
             host: args
                 .host
                 .clone()
@@ -449,6 +535,7 @@ impl ServerConfig {
             .max(1),
             view_refresh: crate::DEFAULT_VIEW_REFRESH,
             input_sources: dolmen_ingest::input::InputSourceConfig::from_properties(props)?,
+            security: dolmen_auth::SecurityConfig::from_properties(props)?,
         })
     }
 
@@ -517,6 +604,43 @@ impl ServerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listener_properties_are_checked_with_druids_messages() {
+        let err = |text: &str| {
+            ServerConfig::from_parts(&ServerArgs::default(), &Properties::parse(text))
+                .unwrap_err()
+                .to_string()
+        };
+        let d = ServerConfig::from_parts(&ServerArgs::default(), &Properties::default()).unwrap();
+        assert!(d.plaintext && d.tls.is_none() && d.security.is_none());
+        assert!(
+            err("service.enablePlaintextPort=false\n").contains("At least one of the service.enablePlaintextPort or service.enableTlsPort needs to be true")
+        );
+        assert!(
+            err("service.enableTlsPort=true\nservice.tlsPort=8888\nservice.server.https.keyStorePath=/x\n")
+                .contains("plaintextPort and tlsPort cannot be null or same")
+        );
+        assert!(err("service.enableTlsPort=true\n").contains("service.server.https.keyStorePath"));
+        assert!(
+            err("service.enableTlsPort=true\nservice.server.https.keyStorePath=/x\nservice.server.https.keyStoreType=jks\n")
+                .contains("service.server.https.keyStoreType")
+        );
+        let c = ServerConfig::from_parts(
+            &ServerArgs::default(),
+            &Properties::parse(
+                "service.enablePlaintextPort=false\nservice.enableTlsPort=true\nservice.server.https.keyStorePath=/k.pem\nservice.server.https.keyStoreType=PEM\n",
+            ),
+        )
+        .unwrap();
+        let tls = c.tls.unwrap();
+        assert!(!c.plaintext);
+        assert_eq!(tls.port, 9088);
+        assert_eq!(
+            tls.key_store.store_type,
+            dolmen_server::tls::KeyStoreType::Pem
+        );
+    }
 
     #[test]
     fn flags_override_file_override_defaults() {

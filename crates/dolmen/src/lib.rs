@@ -42,8 +42,13 @@ pub const LOOKUP_POLL_TICK: Duration = Duration::from_secs(1);
 /// A running all-in-one server.
 #[derive(Debug)]
 pub struct RunningServer {
-    /// The bound address (the real port when 0 was asked for).
+    /// The bound address (the real port when 0 was asked for): the plaintext listener's, or
+    /// the TLS listener's when plaintext is off.
     pub addr: SocketAddr,
+    /// The TLS listener's address, when it runs.
+    pub tls_addr: Option<SocketAddr>,
+    /// Whether the plaintext listener runs.
+    plaintext: bool,
     /// Handler state (overlord, engine, view, metadata).
     pub state: Arc<AppState>,
     sql_store: Arc<SqlMetadataStore>,
@@ -54,9 +59,18 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    /// The base URL, e.g. `http://127.0.0.1:8888`.
+    /// The base URL, e.g. `http://127.0.0.1:8888` (`https://` when only TLS runs).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        if self.plaintext {
+            format!("http://{}", self.addr)
+        } else {
+            format!("https://{}", self.addr)
+        }
+    }
+
+    /// The TLS listener's base URL, e.g. `https://127.0.0.1:9088`.
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls_addr.map(|a| format!("https://{a}"))
     }
 
     /// Graceful shutdown: HTTP first, then background loops, then running tasks, then the
@@ -116,10 +130,42 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     logs.set_dir(&data.join("task-logs"))
         .context("cannot create the task log directory")?;
 
-    let listener = TcpListener::bind((config.host.as_str(), config.port))
-        .await
-        .with_context(|| format!("cannot listen on {}:{}", config.host, config.port))?;
-    let addr = listener.local_addr()?;
+    // The TLS key store first: a bad one stops start-up before anything listens.
+    let tls = match &config.tls {
+        Some(t) => Some((
+            t.port,
+            t.key_store
+                .server_config()
+                .map_err(anyhow::Error::msg)
+                .context("cannot set up the TLS listener")?,
+        )),
+        None => None,
+    };
+    let bind = |port: u16| {
+        let host = config.host.clone();
+        async move {
+            TcpListener::bind((host.as_str(), port))
+                .await
+                .with_context(|| format!("cannot listen on {host}:{port}"))
+        }
+    };
+    let listener = match config.plaintext {
+        true => Some(bind(config.port).await?),
+        false => None,
+    };
+    let tls_listener = match &tls {
+        Some((port, server_config)) => Some((bind(*port).await?, Arc::clone(server_config))),
+        None => None,
+    };
+    let tls_addr = match &tls_listener {
+        Some((l, _)) => Some(l.local_addr()?),
+        None => None,
+    };
+    let addr = match &listener {
+        Some(l) => l.local_addr()?,
+        // One of the two is on (checked with the configuration).
+        None => tls_addr.context("no listener")?,
+    };
 
     let overlord = Overlord::start(
         Arc::clone(&metadata),
@@ -200,7 +246,16 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         Arc::clone(&overlord),
         Arc::clone(&metadata),
     ));
+    let security = match &config.security {
+        None => None,
+        Some(c) => Some(
+            dolmen_auth::Security::start(c, Arc::clone(&metadata))
+                .await
+                .context("cannot start security (service.auth.*)")?,
+        ),
+    };
     let state = Arc::new(AppState {
+        security: security.clone(),
         compaction: Arc::clone(&compaction),
         coordinator: Arc::clone(&coordinator),
         audit_history_ms: config.coordinator.audit_history_ms,
@@ -226,17 +281,31 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     {
         let state = Arc::clone(&state);
         let token = http_shutdown.clone();
-        background.spawn(async move {
-            if let Err(e) = dolmen_server::serve(listener, state, token).await {
-                tracing::error!(error = %e, "http server failed");
-            }
-        });
+        if let Some(listener) = listener {
+            let state = Arc::clone(&state);
+            let token = token.clone();
+            background.spawn(async move {
+                if let Err(e) = dolmen_server::serve(listener, state, token).await {
+                    tracing::error!(error = %e, "http server failed");
+                }
+            });
+        }
+        if let Some((listener, server_config)) = tls_listener {
+            background.spawn(async move {
+                if let Err(e) =
+                    dolmen_server::tls::serve_tls(listener, server_config, state, token).await
+                {
+                    tracing::error!(error = %e, "https server failed");
+                }
+            });
+        }
     }
     {
         // Timelines are refreshed after every publish; this loop also picks up changes made by
         // other processes sharing the metadata store (segments and lookups).
         let view = Arc::clone(&view);
         let lookups = Arc::clone(&lookups);
+        let security = security.clone();
         let token = background_shutdown.clone();
         let period = config.view_refresh;
         background.spawn(async move {
@@ -249,6 +318,10 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
                         }
                         if let Err(e) = lookups.refresh_from_store().await {
                             tracing::warn!(error = %e, "lookups refresh failed");
+                        }
+                        // Users and roles changed by another process sharing the store.
+                        if let Some(s) = &security {
+                            s.invalidate_all();
                         }
                     }
                 }
@@ -320,6 +393,8 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     tracing::info!(%addr, data_dir = %data.display(), "dolmen started");
     Ok(RunningServer {
         addr,
+        tls_addr,
+        plaintext: config.plaintext,
         state,
         sql_store,
         query_runtime: Some(query_runtime),
@@ -414,6 +489,16 @@ fn s3_store(
     let mut b = object_store::aws::AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .with_virtual_hosted_style_request(false);
+    // `service.client.https.trustStore*`: extra roots, e.g. a private CA.
+    let mut options = object_store::ClientOptions::new();
+    for der in &config.input_sources.client_trusted_certificates {
+        options = options.with_root_certificate(object_store::Certificate::from_der(der)?);
+    }
+    // Client options first (`with_allow_http` below sets one of them), and only with
+    // a trust store: they replace those `from_env` read.
+    if !config.input_sources.client_trusted_certificates.is_empty() {
+        b = b.with_client_options(options);
+    }
     if let Some(e) = &s3.endpoint {
         b = b.with_endpoint(e).with_allow_http(true);
     }

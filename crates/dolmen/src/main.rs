@@ -74,7 +74,11 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     init_logging(&logs, "info");
     let config = ServerConfig::resolve(&args)?;
     let server = dolmen::start(&config, logs).await?;
-    println!("Dolmen listening on {}", server.url());
+    // One line (tests and scripts read it): the plaintext URL, then the TLS one when both run.
+    match (server.tls_url(), server.url()) {
+        (Some(tls), url) if url != tls => println!("Dolmen listening on {url} (TLS: {tls})"),
+        (_, url) => println!("Dolmen listening on {url}"),
+    }
     dolmen::wait_for_signal().await;
     server.shutdown().await;
     Ok(())

@@ -6,6 +6,10 @@
 //! | `service.ingestion.http.allowedProtocols` | `http,https` | URL schemes an `http` input source may use (Druid's `druid.ingestion.http.allowedProtocols`) |
 //! | `service.ingestion.http.allowedHosts` | *(empty: every host denied)* | comma-separated host patterns an `http` source (or an S3 `endpointConfig.url`) may reach |
 //! | `service.ingestion.http.allowedHeaders` | *(empty)* | header names an `http` source's `requestHeaders` may set (Druid's `druid.ingestion.http.allowedHeaders`) |
+//! | `service.ingestion.local.allowedBaseDirs` | *(unset: no limit, as in Druid)* | directories (JSON array or comma-separated) the `local` input source may read under, native and `EXTERN`; paths are compared after `..` is resolved, and each file found is checked again after symbolic links are resolved |
+//! | `service.client.https.trustStorePath` | *(none: the system's roots only)* | certificates the HTTPS clients (the `http` and `s3` input sources, S3 deep storage) trust besides the system's, e.g. a private CA (Druid's `simple-client-sslcontext`) |
+//! | `service.client.https.trustStoreType` | `pkcs12` | `pkcs12` or `pem` |
+//! | `service.client.https.trustStorePassword` | *(empty)* | the PKCS#12 password (a password provider: plain, or `{"type":"environment","variable":...}`) |
 //! | `service.s3.endpoint` | AWS | S3 endpoint URL (e.g. `http://127.0.0.1:9000` for a local S3-compatible server) |
 //! | `service.s3.region` | `AWS_REGION` or `us-east-1` | S3 region |
 //! | `service.s3.accessKey`, `service.s3.secretKey` | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` | S3 credentials |
@@ -39,6 +43,14 @@ pub const PROP_HTTP_ALLOWED_PROTOCOLS: &str = "service.ingestion.http.allowedPro
 pub const PROP_HTTP_ALLOWED_HOSTS: &str = "service.ingestion.http.allowedHosts";
 /// Property: header names allowed in the `http` input source's `requestHeaders`.
 pub const PROP_HTTP_ALLOWED_HEADERS: &str = "service.ingestion.http.allowedHeaders";
+/// Property: directories the `local` input source may read under (unset: no limit).
+pub const PROP_LOCAL_ALLOWED_BASE_DIRS: &str = "service.ingestion.local.allowedBaseDirs";
+/// Property: a trust store of extra roots for the HTTPS clients.
+pub const PROP_CLIENT_TRUST_STORE_PATH: &str = "service.client.https.trustStorePath";
+/// Property: its type (`pkcs12` or `pem`).
+pub const PROP_CLIENT_TRUST_STORE_TYPE: &str = "service.client.https.trustStoreType";
+/// Property: its password.
+pub const PROP_CLIENT_TRUST_STORE_PASSWORD: &str = "service.client.https.trustStorePassword";
 /// Property: default S3 endpoint.
 pub const PROP_S3_ENDPOINT: &str = "service.s3.endpoint";
 /// Property: default S3 region.
@@ -62,6 +74,12 @@ pub struct InputSourceConfig {
     /// Whether tasks reading the `druid` input source ignore `timestampSpec` and take `__time`
     /// (default `false`).
     pub ignore_timestamp_spec_for_druid_input_source: bool,
+    /// `service.ingestion.local.allowedBaseDirs`: absolute, normalized directories the `local`
+    /// input source may read under; `None` (the default) allows every path.
+    pub local_allowed_base_dirs: Option<Vec<std::path::PathBuf>>,
+    /// `service.client.https.trustStore*`: DER certificates the HTTPS clients trust besides the
+    /// system's roots.
+    pub client_trusted_certificates: Vec<Vec<u8>>,
 }
 
 impl Default for InputSourceConfig {
@@ -76,6 +94,8 @@ impl Default for InputSourceConfig {
             },
             s3: S3Defaults::default(),
             ignore_timestamp_spec_for_druid_input_source: false,
+            local_allowed_base_dirs: None,
+            client_trusted_certificates: Vec::new(),
         }
     }
 }
@@ -206,6 +226,107 @@ fn normalize_host(host: &str) -> Result<String, String> {
     }
 }
 
+/// The certificates of the client trust store (`service.client.https.trustStore*`), as DER.
+fn read_trust_store(props: &Properties, path: &str) -> Result<Vec<Vec<u8>>, ConfigError> {
+    use base64::Engine;
+    let invalid = |key: &str, reason: String| ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: path.to_string(),
+        reason,
+    };
+    let data = std::fs::read(path)
+        .map_err(|e| invalid(PROP_CLIENT_TRUST_STORE_PATH, format!("cannot read it: {e}")))?;
+    let store_type = props
+        .get(PROP_CLIENT_TRUST_STORE_TYPE)
+        .map_or("pkcs12".to_string(), |t| t.trim().to_ascii_lowercase());
+    let certs: Vec<Vec<u8>> = match store_type.as_str() {
+        "pem" => {
+            let text = String::from_utf8_lossy(&data);
+            let mut out = Vec::new();
+            let mut rest = text.as_ref();
+            while let Some(start) = rest.find("-----BEGIN CERTIFICATE-----") {
+                let body = &rest[start + "-----BEGIN CERTIFICATE-----".len()..];
+                let Some(end) = body.find("-----END CERTIFICATE-----") else {
+                    break;
+                };
+                let b64: String = body[..end].chars().filter(|c| !c.is_whitespace()).collect();
+                out.push(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(b64.as_bytes())
+                        .map_err(|e| {
+                            invalid(
+                                PROP_CLIENT_TRUST_STORE_PATH,
+                                format!("bad PEM certificate: {e}"),
+                            )
+                        })?,
+                );
+                rest = &body[end..];
+            }
+            out
+        }
+        "pkcs12" => {
+            let password =
+                dolmen_auth::config::password_property(props, PROP_CLIENT_TRUST_STORE_PASSWORD)?
+                    .map(|s| s.expose().to_string())
+                    .unwrap_or_default();
+            let store = p12_keystore::KeyStore::from_pkcs12(
+                &data,
+                &password,
+                p12_keystore::Pkcs12ImportPolicy::Relaxed,
+            )
+            .map_err(|e| {
+                invalid(
+                    PROP_CLIENT_TRUST_STORE_PATH,
+                    format!("cannot open it as PKCS12 (is {PROP_CLIENT_TRUST_STORE_PASSWORD} right?): {e}"),
+                )
+            })?;
+            store
+                .entries()
+                .filter_map(|(_, e)| match e {
+                    p12_keystore::KeyStoreEntry::Certificate(c) => Some(c.as_der().to_vec()),
+                    _ => None,
+                })
+                .collect()
+        }
+        "jks" => {
+            return Err(invalid(
+                PROP_CLIENT_TRUST_STORE_TYPE,
+                "JKS stores cannot be read without a JVM; convert with `keytool -importkeystore -deststoretype PKCS12`, or use pem".into(),
+            ));
+        }
+        other => {
+            return Err(invalid(
+                PROP_CLIENT_TRUST_STORE_TYPE,
+                format!("[{other}] is not one of [pkcs12, pem]"),
+            ));
+        }
+    };
+    if certs.is_empty() {
+        return Err(invalid(
+            PROP_CLIENT_TRUST_STORE_PATH,
+            "the trust store holds no certificate".into(),
+        ));
+    }
+    Ok(certs)
+}
+
+/// `path` made absolute (from the working directory) with `.` and `..` resolved lexically.
+pub fn normalize_path(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = std::path::PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 /// Splits a comma-separated property value into trimmed, non-empty items.
 fn list(value: &str) -> impl Iterator<Item = &str> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty())
@@ -249,6 +370,33 @@ impl InputSourceConfig {
                 .collect::<Result<_, _>>()
                 .map_err(|e| invalid(PROP_HTTP_ALLOWED_HOSTS, v, e))?;
         }
+        if let Some(v) = props.get(PROP_LOCAL_ALLOWED_BASE_DIRS) {
+            let items: Vec<String> = if v.trim_start().starts_with('[') {
+                serde_json::from_str(v.trim()).map_err(|e| {
+                    invalid(
+                        PROP_LOCAL_ALLOWED_BASE_DIRS,
+                        v,
+                        format!("not a JSON array of directories: {e}"),
+                    )
+                })?
+            } else {
+                list(v).map(str::to_string).collect()
+            };
+            let mut dirs = Vec::new();
+            for d in items {
+                let abs = normalize_path(std::path::Path::new(&d));
+                // Compare against the real directory when it exists (symbolic links resolved).
+                dirs.push(std::fs::canonicalize(&abs).unwrap_or(abs));
+            }
+            cfg.local_allowed_base_dirs = Some(dirs);
+        }
+        if let Some(path) = props
+            .get(PROP_CLIENT_TRUST_STORE_PATH)
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            cfg.client_trusted_certificates = read_trust_store(props, path)?;
+        }
         if let Some(v) = props.get(PROP_HTTP_ALLOWED_HEADERS) {
             cfg.http.allowed_headers = list(v).map(str::to_ascii_lowercase).collect();
         }
@@ -274,6 +422,27 @@ impl InputSourceConfig {
             };
         }
         Ok(cfg)
+    }
+
+    /// Checks a path of the `local` input source against `allowedBaseDirs` (lexically: `..`
+    /// resolved, relative paths taken from the working directory).
+    ///
+    /// # Errors
+    /// Why the path is refused, naming the property.
+    pub fn check_local_path(&self, path: &std::path::Path) -> Result<(), String> {
+        let Some(allowed) = &self.local_allowed_base_dirs else {
+            return Ok(());
+        };
+        let p = normalize_path(path);
+        if allowed.iter().any(|d| p.starts_with(d)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "[{}] is not under a directory of {PROP_LOCAL_ALLOWED_BASE_DIRS} {:?}",
+                path.display(),
+                allowed
+            ))
+        }
     }
 
     /// Checks a URL against the protocol and host allow-lists.
@@ -361,6 +530,72 @@ pub fn input_source_config() -> &'static InputSourceConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_allowed_base_dirs() {
+        let dir = tempfile_dir();
+        let c = InputSourceConfig::from_properties(&Properties::parse(&format!(
+            "{PROP_LOCAL_ALLOWED_BASE_DIRS}=[\"{}\", \"/srv/other\"]\n",
+            dir.display()
+        )))
+        .unwrap();
+        c.check_local_path(&dir.join("a/b.json")).unwrap();
+        c.check_local_path(std::path::Path::new("/srv/other/x"))
+            .unwrap();
+        let e = c
+            .check_local_path(&dir.join("../../etc/passwd"))
+            .unwrap_err();
+        assert!(e.contains(PROP_LOCAL_ALLOWED_BASE_DIRS), "{e}");
+        assert!(
+            c.check_local_path(std::path::Path::new("/srv/otherwise"))
+                .is_err()
+        );
+        // Unset: no limit.
+        InputSourceConfig::default()
+            .check_local_path(std::path::Path::new("/etc/passwd"))
+            .unwrap();
+    }
+
+    #[test]
+    fn client_trust_store_errors_name_the_property() {
+        let dir = tempfile_dir().join(format!("trust-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "no certificate here").unwrap();
+        let err = |text: String| {
+            InputSourceConfig::from_properties(&Properties::parse(&text))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err(format!(
+            "{PROP_CLIENT_TRUST_STORE_PATH}={}\n{PROP_CLIENT_TRUST_STORE_TYPE}=pem\n",
+            empty.display()
+        ));
+        assert!(
+            e.contains("holds no certificate") && e.contains(PROP_CLIENT_TRUST_STORE_PATH),
+            "{e}"
+        );
+        let e = err(format!(
+            "{PROP_CLIENT_TRUST_STORE_PATH}={}\n",
+            empty.display()
+        ));
+        assert!(e.contains("PKCS12"), "{e}");
+        let e = err(format!(
+            "{PROP_CLIENT_TRUST_STORE_PATH}={}\n{PROP_CLIENT_TRUST_STORE_TYPE}=jks\n",
+            empty.display()
+        ));
+        assert!(e.contains(PROP_CLIENT_TRUST_STORE_TYPE), "{e}");
+        let e = err(format!(
+            "{PROP_CLIENT_TRUST_STORE_PATH}={}\n",
+            dir.join("missing").display()
+        ));
+        assert!(e.contains("cannot read"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        std::fs::canonicalize(std::env::temp_dir()).unwrap()
+    }
 
     fn cfg(hosts: &str) -> InputSourceConfig {
         InputSourceConfig::from_properties(&Properties::parse(&format!(

@@ -194,11 +194,18 @@ impl HttpFetcher {
                     }
                 }
             });
-            reqwest::blocking::Client::builder()
+            let mut builder = reqwest::blocking::Client::builder()
                 .redirect(policy)
                 .connect_timeout(IO_TIMEOUT)
                 .timeout(IO_TIMEOUT)
-                .no_proxy()
+                .no_proxy();
+            // `service.client.https.trustStore*`: extra roots, e.g. a private CA.
+            for der in &self.config.client_trusted_certificates {
+                let cert = reqwest::Certificate::from_der(der)
+                    .map_err(|e| format!("service.client.https.trustStorePath: {e}"))?;
+                builder = builder.add_root_certificate(cert);
+            }
+            builder
                 .build()
                 .map_err(|e| format!("cannot create HTTP client: {e}"))
         });

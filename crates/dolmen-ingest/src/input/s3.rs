@@ -440,6 +440,23 @@ impl S3Clients {
                 retry_timeout: Duration::from_secs(60),
                 ..RetryConfig::default()
             });
+        // `service.client.https.trustStore*`: extra roots, e.g. a private CA.
+        let mut options = object_store::ClientOptions::new();
+        for der in &super::input_source_config().client_trusted_certificates {
+            let cert = object_store::Certificate::from_der(der).map_err(|e| InputError::Io {
+                path: format!("s3://{bucket}"),
+                source: io::Error::other(format!("service.client.https.trustStorePath: {e}")),
+            })?;
+            options = options.with_root_certificate(cert);
+        }
+        // Client options first (`with_allow_http` below sets one of them), and only with
+        // a trust store: they replace those `from_env` read.
+        if !super::input_source_config()
+            .client_trusted_certificates
+            .is_empty()
+        {
+            b = b.with_client_options(options);
+        }
         if let Some(e) = &s.endpoint {
             b = b.with_endpoint(e).with_allow_http(true);
         }

@@ -126,6 +126,16 @@ impl InputSource {
                         "{path}.filter: local inputSource [filter] must not be empty"
                     )));
                 }
+                if let Some(dir) = base_dir {
+                    config
+                        .check_local_path(Path::new(dir))
+                        .map_err(|e| InputError::InvalidSpec(format!("{path}.baseDir: {e}")))?;
+                }
+                for (i, f) in files.iter().flatten().enumerate() {
+                    config
+                        .check_local_path(Path::new(f))
+                        .map_err(|e| InputError::InvalidSpec(format!("{path}.files[{i}]: {e}")))?;
+                }
                 Ok(())
             }
             InputSource::Inline { .. } => Ok(()),
@@ -221,6 +231,19 @@ impl InputSource {
                         base_dir: base_dir.clone().unwrap_or_else(|| "<none>".to_string()),
                         filter: filter.to_string(),
                     });
+                }
+                // Again with symbolic links resolved: a link under an allowed directory must
+                // not lead out of it.
+                if ctx.config().local_allowed_base_dirs.is_some() {
+                    for f in &found {
+                        let real = std::fs::canonicalize(f).map_err(|e| InputError::Io {
+                            path: f.display().to_string(),
+                            source: e,
+                        })?;
+                        ctx.config()
+                            .check_local_path(&real)
+                            .map_err(|e| InputError::InvalidSpec(format!("{path}: {e}")))?;
+                    }
                 }
                 Ok(found.into_iter().map(InputEntity::File).collect())
             }

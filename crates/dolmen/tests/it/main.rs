@@ -14,6 +14,7 @@ mod lookups;
 mod metrics;
 mod nested;
 mod rules;
+mod security;
 mod shardstream;
 mod sql_api;
 mod sql_formats;
