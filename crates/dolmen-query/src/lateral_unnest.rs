@@ -41,11 +41,45 @@ pub struct LateralUnnestRule;
 
 impl AnalyzerRule for LateralUnnestRule {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        plan.transform_up_with_subqueries(rewrite_join).data()
+        let plan = plan.transform_up_with_subqueries(rewrite_join).data()?;
+        refuse_multi_value_unnest(&plan)?;
+        Ok(plan)
     }
 
     fn name(&self) -> &str {
         "druid_lateral_unnest"
+    }
+}
+
+/// Druid types a multi-value string column as `VARCHAR`, which `UNNEST` does not take (Calcite:
+/// "Cannot apply 'UNNEST' to arguments of type 'UNNEST(<VARCHAR>)'", quidem `qaUnnest`
+/// `mv_sql_*`): the column goes through `MV_TO_ARRAY` first. Dolmen keeps such a column as a
+/// list (marked [`dolmen_segment::MULTI_VALUE_METADATA_KEY`]), so without this check it would
+/// unnest it silently.
+fn refuse_multi_value_unnest(plan: &LogicalPlan) -> Result<()> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let mut found: Option<String> = None;
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::Unnest(u) = node {
+            for c in &u.exec_columns {
+                if let Ok((_, f)) = u.input.schema().qualified_field_from_column(c)
+                    && f.metadata()
+                        .contains_key(dolmen_segment::MULTI_VALUE_METADATA_KEY)
+                {
+                    found = Some(c.name.clone());
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    match found {
+        Some(name) => datafusion::common::plan_err!(
+            "Cannot apply 'UNNEST' to arguments of type 'UNNEST(<VARCHAR>)' ({name} is a \
+             multi-value string column): unnest MV_TO_ARRAY(column) instead. Supported form(s): \
+             'UNNEST(<MULTISET>)', 'UNNEST(<ARRAY>)'"
+        ),
+        None => Ok(()),
     }
 }
 
