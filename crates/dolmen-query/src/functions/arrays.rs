@@ -431,6 +431,30 @@ impl ArrayFunction {
     }
 }
 
+/// The type an argument is cast to before a call: [`norm_elem`]'s, except that timestamps are
+/// cast to milliseconds first (a TIMESTAMP literal is nanoseconds, `__time` milliseconds; cast
+/// straight to BIGINT they would not compare), and become BIGINT in `invoke_with_args`.
+fn coerce_elem(dt: &DataType) -> Option<DataType> {
+    match dt {
+        DataType::Timestamp(_, tz) => Some(DataType::Timestamp(
+            arrow::datatypes::TimeUnit::Millisecond,
+            tz.clone(),
+        )),
+        other => norm_elem(other),
+    }
+}
+
+/// Millisecond timestamps (and lists of them, see [`coerce_elem`]) as BIGINT epoch millis.
+fn timestamps_as_millis(values: ArrayRef) -> Result<ArrayRef> {
+    match values.data_type() {
+        DataType::Timestamp(_, _) => Ok(arrow::compute::cast(&values, &DataType::Int64)?),
+        DataType::List(f) if matches!(f.data_type(), DataType::Timestamp(_, _)) => {
+            Ok(arrow::compute::cast(&values, &list_type(DataType::Int64))?)
+        }
+        _ => Ok(values),
+    }
+}
+
 /// The element type Druid arrays are normalized to: BIGINT, DOUBLE or VARCHAR.
 fn norm_elem(dt: &DataType) -> Option<DataType> {
     match dt {
@@ -540,7 +564,7 @@ impl DruidArrayUdf {
         match kind {
             Arg::Arr | Arg::ArrOrScalar | Arg::ArrOnly => {
                 if let Some(e) = list_elem(dt) {
-                    return match norm_elem(e) {
+                    return match coerce_elem(e) {
                         Some(e) => Ok(list_type(e)),
                         None => plan_err!(
                             "{f}: argument {} is an array of {e}; Druid arrays hold strings, longs or doubles",
@@ -559,7 +583,7 @@ impl DruidArrayUdf {
                             i + 1
                         )
                     }
-                    _ => norm_elem(dt).map_or_else(bad, Ok),
+                    _ => coerce_elem(dt).map_or_else(bad, Ok),
                 }
             }
             Arg::Elem => {
@@ -569,7 +593,7 @@ impl DruidArrayUdf {
                 if *dt == DataType::Null {
                     return Ok(DataType::Null);
                 }
-                norm_elem(dt).map_or_else(bad, Ok)
+                coerce_elem(dt).map_or_else(bad, Ok)
             }
             Arg::Index => match dt {
                 DataType::Null => Ok(DataType::Null),
@@ -713,11 +737,11 @@ impl ScalarUDFImpl for DruidArrayUdf {
             .iter()
             .map(|a| match a {
                 ColumnarValue::Scalar(v) => Ok(Input {
-                    values: v.to_array_of_size(1)?,
+                    values: timestamps_as_millis(v.to_array_of_size(1)?)?,
                     constant: true,
                 }),
                 ColumnarValue::Array(a) => Ok(Input {
-                    values: Arc::clone(a),
+                    values: timestamps_as_millis(Arc::clone(a))?,
                     constant: false,
                 }),
             })
