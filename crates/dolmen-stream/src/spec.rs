@@ -652,8 +652,9 @@ fn parse_io(kind: StreamKind, v: &Value, path: &str) -> Result<IoConfig, SpecErr
             "{path}: lateMessageRejectionPeriod and lateMessageRejectionStartDateTime cannot both be set"
         )));
     }
+    // The read-back: Druid's Kinesis and Kafka ioConfigs name and order fields differently.
+    let mut rb = Map::new();
     if let Some(k) = &kinesis {
-        let mut rb = Map::new();
         rb.insert("stream".into(), json!(topic));
         rb.insert("inputFormat".into(), input_format.clone());
         rb.insert("endpoint".into(), json!(k.endpoint));
@@ -691,56 +692,38 @@ fn parse_io(kind: StreamKind, v: &Value, path: &str) -> Result<IoConfig, SpecErr
         if let Some(x) = &k.aws_external_id {
             rb.insert("awsExternalId".into(), json!(x));
         }
-        return Ok(IoConfig {
-            topic,
-            input_format,
-            replicas: u32::try_from(replicas).unwrap_or(u32::MAX),
-            task_count: u32::try_from(task_count).unwrap_or(u32::MAX),
-            task_duration_ms,
-            consumer_properties,
-            poll_timeout_ms,
-            start_delay_ms,
-            period_ms: period_ms_v,
-            use_earliest_offset,
-            completion_timeout_ms,
-            late_message_rejection_period_ms: late,
-            early_message_rejection_period_ms: early,
-            late_message_rejection_start_ms: late_start,
-            kinesis,
-            read_back: rb,
-        });
+    } else {
+        rb.insert("type".into(), json!("logstream"));
+        rb.insert("topic".into(), json!(topic));
+        rb.insert("inputFormat".into(), input_format.clone());
+        rb.insert("replicas".into(), json!(replicas));
+        rb.insert("taskCount".into(), json!(task_count));
+        rb.insert("taskDuration".into(), task_duration);
+        rb.insert("consumerProperties".into(), json!(consumer_properties));
+        rb.insert(
+            "autoScalerConfig".into(),
+            o.get("autoScalerConfig").cloned().unwrap_or(Value::Null),
+        );
+        rb.insert("pollTimeout".into(), json!(poll_timeout_ms));
+        rb.insert("startDelay".into(), start_delay);
+        rb.insert("period".into(), period);
+        rb.insert("useEarliestOffset".into(), json!(use_earliest_offset));
+        rb.insert("completionTimeout".into(), completion_timeout);
+        for k in [
+            "lateMessageRejectionPeriod",
+            "earlyMessageRejectionPeriod",
+            "lateMessageRejectionStartDateTime",
+            "configOverrides",
+            "idleConfig",
+        ] {
+            rb.insert(k.into(), o.get(k).cloned().unwrap_or(Value::Null));
+        }
+        rb.insert("stream".into(), json!(topic));
+        rb.insert(
+            "useEarliestSequenceNumber".into(),
+            json!(use_earliest_offset),
+        );
     }
-    let mut rb = Map::new();
-    rb.insert("type".into(), json!("logstream"));
-    rb.insert("topic".into(), json!(topic));
-    rb.insert("inputFormat".into(), input_format.clone());
-    rb.insert("replicas".into(), json!(replicas));
-    rb.insert("taskCount".into(), json!(task_count));
-    rb.insert("taskDuration".into(), task_duration);
-    rb.insert("consumerProperties".into(), json!(consumer_properties));
-    rb.insert(
-        "autoScalerConfig".into(),
-        o.get("autoScalerConfig").cloned().unwrap_or(Value::Null),
-    );
-    rb.insert("pollTimeout".into(), json!(poll_timeout_ms));
-    rb.insert("startDelay".into(), start_delay);
-    rb.insert("period".into(), period);
-    rb.insert("useEarliestOffset".into(), json!(use_earliest_offset));
-    rb.insert("completionTimeout".into(), completion_timeout);
-    for k in [
-        "lateMessageRejectionPeriod",
-        "earlyMessageRejectionPeriod",
-        "lateMessageRejectionStartDateTime",
-        "configOverrides",
-        "idleConfig",
-    ] {
-        rb.insert(k.into(), o.get(k).cloned().unwrap_or(Value::Null));
-    }
-    rb.insert("stream".into(), json!(topic));
-    rb.insert(
-        "useEarliestSequenceNumber".into(),
-        json!(use_earliest_offset),
-    );
     Ok(IoConfig {
         topic,
         input_format,
@@ -756,7 +739,7 @@ fn parse_io(kind: StreamKind, v: &Value, path: &str) -> Result<IoConfig, SpecErr
         late_message_rejection_period_ms: late,
         early_message_rejection_period_ms: early,
         late_message_rejection_start_ms: late_start,
-        kinesis: None,
+        kinesis,
         read_back: rb,
     })
 }
