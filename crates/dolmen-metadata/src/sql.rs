@@ -1168,20 +1168,9 @@ impl MetadataStore for SqlMetadataStore {
     async fn delete_authz_user(&self, authorizer: &str, name: &str) -> Result<()> {
         let _guard = self.write_lock.lock().await;
         let mut tx = self.pool.begin().await?;
-        let n = sqlx::query("DELETE FROM authz_users WHERE authorizer = $1 AND name = $2")
-            .bind(authorizer)
-            .bind(name)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if n == 0 {
+        if !delete_with_assignments(&mut tx, "authz_users", "user_name", authorizer, name).await? {
             return Err(no_user(name));
         }
-        sqlx::query("DELETE FROM authz_user_roles WHERE authorizer = $1 AND user_name = $2")
-            .bind(authorizer)
-            .bind(name)
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1212,20 +1201,9 @@ impl MetadataStore for SqlMetadataStore {
     async fn delete_authz_role(&self, authorizer: &str, name: &str) -> Result<()> {
         let _guard = self.write_lock.lock().await;
         let mut tx = self.pool.begin().await?;
-        let n = sqlx::query("DELETE FROM authz_roles WHERE authorizer = $1 AND name = $2")
-            .bind(authorizer)
-            .bind(name)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if n == 0 {
+        if !delete_with_assignments(&mut tx, "authz_roles", "role_name", authorizer, name).await? {
             return Err(no_role(name));
         }
-        sqlx::query("DELETE FROM authz_user_roles WHERE authorizer = $1 AND role_name = $2")
-            .bind(authorizer)
-            .bind(name)
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1319,6 +1297,36 @@ fn no_user(name: &str) -> MetadataError {
 
 fn no_role(name: &str) -> MetadataError {
     MetadataError::NotFound(format!("Role [{name}] does not exist."))
+}
+
+/// Deletes the authorizer's user or role `name` from `table` and its role assignments (the rows
+/// of `authz_user_roles` whose `assignment_column` is `name`); false, deleting nothing, when
+/// there is no such row. `table` and `assignment_column` are constants of this file.
+async fn delete_with_assignments(
+    conn: &mut sqlx::AnyConnection,
+    table: &str,
+    assignment_column: &str,
+    authorizer: &str,
+    name: &str,
+) -> Result<bool> {
+    let sql = format!("DELETE FROM {table} WHERE authorizer = $1 AND name = $2");
+    let n = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(authorizer)
+        .bind(name)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    if n == 0 {
+        return Ok(false);
+    }
+    let sql =
+        format!("DELETE FROM authz_user_roles WHERE authorizer = $1 AND {assignment_column} = $2");
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(authorizer)
+        .bind(name)
+        .execute(&mut *conn)
+        .await?;
+    Ok(true)
 }
 
 /// Whether `table` has the row `(owner_column = owner, name = name)`; `table` and
