@@ -474,70 +474,67 @@ fn rewrite_json_value_returning(expr: &mut Expr) -> Result<()> {
         array: false,
         format: None,
     };
-    *expr = match &data_type {
-        SqlDataType::BigInt(_)
-        | SqlDataType::Int(_)
-        | SqlDataType::Integer(_)
-        | SqlDataType::SmallInt(_)
-        | SqlDataType::TinyInt(_) => try_cast(
+    *expr = match (&data_type, returning_family(&data_type)) {
+        (_, Some("BIGINT")) => try_cast(
             try_cast(value, SqlDataType::Double(ExactNumberInfo::None)),
             data_type,
         ),
-        SqlDataType::Double(_)
-        | SqlDataType::DoublePrecision
-        | SqlDataType::Float(_)
-        | SqlDataType::Real
-        | SqlDataType::Decimal(_)
-        | SqlDataType::Numeric(_) => try_cast(value, data_type),
-        SqlDataType::Varchar(_)
-        | SqlDataType::Char(_)
-        | SqlDataType::String(_)
-        | SqlDataType::Text => value,
+        (_, Some("DOUBLE")) => try_cast(value, data_type),
+        (_, Some("VARCHAR")) => value,
         // `RETURNING <type> ARRAY` (request text rewritten to `<type>[]`): the array at the
         // path, each element converted (functions::json_array).
-        SqlDataType::Array(
-            datafusion::sql::sqlparser::ast::ArrayElemTypeDef::SquareBracket(inner, _)
-            | datafusion::sql::sqlparser::ast::ArrayElemTypeDef::AngleBracket(inner),
+        (
+            SqlDataType::Array(
+                datafusion::sql::sqlparser::ast::ArrayElemTypeDef::SquareBracket(inner, _)
+                | datafusion::sql::sqlparser::ast::ArrayElemTypeDef::AngleBracket(inner),
+            ),
+            _,
         ) => {
             let mut query = value;
             if let Expr::Function(f) = &mut query {
                 f.name = ObjectName::from(vec![Ident::new("json_query_array")]);
             }
-            let element = match inner.as_ref() {
-                SqlDataType::BigInt(_)
-                | SqlDataType::Int(_)
-                | SqlDataType::Integer(_)
-                | SqlDataType::SmallInt(_)
-                | SqlDataType::TinyInt(_) => "BIGINT",
-                SqlDataType::Double(_)
-                | SqlDataType::DoublePrecision
-                | SqlDataType::Float(_)
-                | SqlDataType::Real
-                | SqlDataType::Decimal(_)
-                | SqlDataType::Numeric(_) => "DOUBLE",
-                SqlDataType::Varchar(_)
-                | SqlDataType::Char(_)
-                | SqlDataType::String(_)
-                | SqlDataType::Text => "VARCHAR",
-                SqlDataType::Boolean | SqlDataType::Bool => "BOOLEAN",
-                other => {
-                    return Err(plan_error(format!(
-                        "JSON_VALUE(... RETURNING {other} ARRAY) is not supported: the element type must be BIGINT, DOUBLE, VARCHAR or BOOLEAN"
-                    )));
-                }
+            let Some(element) = returning_family(inner) else {
+                return Err(plan_error(format!(
+                    "JSON_VALUE(... RETURNING {inner} ARRAY) is not supported: the element type must be BIGINT, DOUBLE, VARCHAR or BOOLEAN"
+                )));
             };
             function_call(
                 crate::functions::json_array::NAME,
                 vec![query, string_lit(element)],
             )
         }
-        other => {
+        (other, _) => {
             return Err(plan_error(format!(
                 "JSON_VALUE(... RETURNING {other}) is not supported: RETURNING takes BIGINT, INTEGER, DOUBLE, FLOAT, REAL, DECIMAL or VARCHAR"
             )));
         }
     };
     Ok(())
+}
+
+/// The family of a `RETURNING` type: `BIGINT`, `DOUBLE`, `VARCHAR` or `BOOLEAN` (the element
+/// type names of [`crate::functions::json_array`]); `None` for any other type.
+fn returning_family(t: &SqlDataType) -> Option<&'static str> {
+    Some(match t {
+        SqlDataType::BigInt(_)
+        | SqlDataType::Int(_)
+        | SqlDataType::Integer(_)
+        | SqlDataType::SmallInt(_)
+        | SqlDataType::TinyInt(_) => "BIGINT",
+        SqlDataType::Double(_)
+        | SqlDataType::DoublePrecision
+        | SqlDataType::Float(_)
+        | SqlDataType::Real
+        | SqlDataType::Decimal(_)
+        | SqlDataType::Numeric(_) => "DOUBLE",
+        SqlDataType::Varchar(_)
+        | SqlDataType::Char(_)
+        | SqlDataType::String(_)
+        | SqlDataType::Text => "VARCHAR",
+        SqlDataType::Boolean | SqlDataType::Bool => "BOOLEAN",
+        _ => return None,
+    })
 }
 
 /// Whether `f` is called without arguments (`f` or `f()`).
