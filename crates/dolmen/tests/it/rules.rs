@@ -576,6 +576,13 @@ fn auto_kill_deletes_dropped_segments() {
         200
     );
     s.eventually("killed", |s| unused(s) == 0);
+    // A kill task removes metadata rows first and files after them (Druid's order): wait
+    // for the tasks to finish before looking at deep storage.
+    s.eventually("kill tasks finished", |s| {
+        s.sql("SELECT status FROM sys.tasks WHERE type = 'kill'")
+            .iter()
+            .all(|t| t["status"] == "SUCCESS")
+    });
     let tasks = s.sql("SELECT task_id, status FROM sys.tasks WHERE type = 'kill'");
     assert!(!tasks.is_empty());
     assert!(tasks.iter().all(|t| {
