@@ -178,7 +178,15 @@ pub struct SecurityConfig {
     pub escalator: Option<EscalatorConfig>,
     /// Extra paths served without authentication (`service.auth.unsecuredPaths`).
     pub unsecured_paths: Vec<String>,
+    /// `service.sql.planner.authorizeSystemTablesDirectly` (Druid's
+    /// `druid.sql.planner.authorizeSystemTablesDirectly`, default false): a query reading a
+    /// `sys` table also needs `SYSTEM_TABLE` READ on the table's name.
+    pub authorize_system_tables_directly: bool,
 }
+
+/// The property of [`SecurityConfig::authorize_system_tables_directly`].
+pub const AUTHORIZE_SYSTEM_TABLES_DIRECTLY: &str =
+    "service.sql.planner.authorizeSystemTablesDirectly";
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::InvalidValue {
@@ -367,11 +375,15 @@ impl SecurityConfig {
             }
         };
         let unsecured_paths = name_list(props, "service.auth.unsecuredPaths")?.unwrap_or_default();
+        let authorize_system_tables_directly = props
+            .get_parsed::<bool>(AUTHORIZE_SYSTEM_TABLES_DIRECTLY)?
+            .unwrap_or(false);
         Ok(Some(SecurityConfig {
             authenticators,
             authorizers,
             escalator,
             unsecured_paths,
+            authorize_system_tables_directly,
         }))
     }
 }
@@ -437,6 +449,16 @@ service.auth.authorizer.MyBasicMetadataAuthorizer.type=basic
         );
         // Secrets never print.
         assert!(!format!("{initial_admin_password:?}").contains("password1"));
+        assert!(!c.authorize_system_tables_directly);
+        let direct = format!("{BASIC}{AUTHORIZE_SYSTEM_TABLES_DIRECTLY}=true\n");
+        let c = SecurityConfig::from_properties(&props(&direct))
+            .unwrap()
+            .unwrap();
+        assert!(c.authorize_system_tables_directly);
+        let e = error_of(&format!(
+            "{BASIC}{AUTHORIZE_SYSTEM_TABLES_DIRECTLY}=maybe\n"
+        ));
+        assert!(e.contains(AUTHORIZE_SYSTEM_TABLES_DIRECTLY), "{e}");
     }
 
     fn error_of(text: &str) -> String {

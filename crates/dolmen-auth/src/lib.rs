@@ -20,7 +20,7 @@ mod security;
 
 pub use config::SecurityConfig;
 pub use resource::{Action, Permission, Resource, ResourceAction, ResourceType};
-pub use security::{AuthnOutcome, Identity, Security};
+pub use security::{AuthnOutcome, Grants, Identity, Security};
 
 /// Errors of authentication, authorization and the user/role API.
 #[derive(Debug, thiserror::Error)]

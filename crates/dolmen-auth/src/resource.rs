@@ -111,6 +111,15 @@ impl Resource {
         }
     }
 
+    /// A table of the `sys` schema, by its name (`segments`, `tasks`, ...): Druid's
+    /// `SYSTEM_TABLE` resource, checked only when `authorizeSystemTablesDirectly` is on.
+    pub fn system_table(name: impl Into<String>) -> Resource {
+        Resource {
+            name: name.into(),
+            resource_type: ResourceType::SystemTable,
+        }
+    }
+
     /// External data read by `EXTERN` (`EXTERNAL` named `EXTERNAL`).
     pub fn external() -> Resource {
         Resource {

@@ -26,6 +26,25 @@ pub struct Identity {
     pub authenticated_by: String,
 }
 
+/// What one identity may do ([`Security::grants`]), checked without awaiting.
+#[derive(Debug, Clone)]
+pub enum Grants {
+    /// An `allowAll` authorizer: everything.
+    All,
+    /// The permissions of the user's roles (none for an unknown user).
+    Some(Vec<Permission>),
+}
+
+impl Grants {
+    /// Whether these grants allow `wanted` (as [`Security::authorize`] decides).
+    pub fn allows(&self, wanted: &ResourceAction) -> bool {
+        match self {
+            Grants::All => true,
+            Grants::Some(perms) => perms.iter().any(|p| p.grants(wanted)),
+        }
+    }
+}
+
 /// The result of running the chain on a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthnOutcome {
@@ -85,6 +104,7 @@ pub struct Security {
     chain: Vec<Authenticator>,
     authorizers: BTreeMap<String, Authorizer>,
     unsecured_paths: Vec<String>,
+    authorize_system_tables_directly: bool,
     metadata: Arc<dyn MetadataStore>,
     process_salt: [u8; 16],
 }
@@ -209,6 +229,7 @@ impl Security {
             chain,
             authorizers,
             unsecured_paths: config.unsecured_paths.clone(),
+            authorize_system_tables_directly: config.authorize_system_tables_directly,
             metadata,
             process_salt,
         }))
@@ -410,6 +431,41 @@ impl Security {
                 }))
             }
         }
+    }
+
+    /// Everything `identity` may do, resolved once, for callers that check many resources
+    /// without awaiting each (the rows of `sys` and `INFORMATION_SCHEMA` tables). Same
+    /// decisions as [`Security::authorize`], as of the authorizer cache at this call.
+    ///
+    /// # Errors
+    /// When the metadata store fails while loading roles.
+    pub async fn grants(&self, identity: &Identity) -> Result<Grants, AuthError> {
+        match self.authorizers.get(&identity.authorizer) {
+            None => Ok(Grants::Some(Vec::new())),
+            Some(Authorizer::AllowAll) => Ok(Grants::All),
+            Some(Authorizer::Basic { cache }) => {
+                let c = self.authz_of(&identity.authorizer, cache).await?;
+                let perms = c
+                    .users
+                    .get(&identity.name)
+                    .map(|roles| {
+                        roles
+                            .iter()
+                            .filter_map(|r| c.roles.get(r))
+                            .flatten()
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Ok(Grants::Some(perms))
+            }
+        }
+    }
+
+    /// Whether a query reading a `sys` table also needs `SYSTEM_TABLE` READ on its name
+    /// ([`crate::config::SecurityConfig::authorize_system_tables_directly`]).
+    pub fn authorize_system_tables_directly(&self) -> bool {
+        self.authorize_system_tables_directly
     }
 
     /// Empties every cache, so the next request reads users and roles from the metadata store

@@ -284,6 +284,10 @@ pub struct PreparedQuery {
     /// from deep storage ([`crate::table::ReadFromDeepStorage`]); absent means the endpoint's
     /// default (off for `/v2/sql`, on for statements).
     pub read_from_deep_storage: Option<bool>,
+    /// With security on, which datasources the requesting user may read: the rows of `sys`
+    /// and `INFORMATION_SCHEMA` tables the query sees ([`crate::system::SystemTableAccess`]).
+    /// `None`: every row (security off).
+    pub system_table_access: Option<crate::system::SystemTableAccess>,
 }
 
 impl PreparedQuery {
@@ -502,6 +506,9 @@ impl QueryEngine {
             .insert(crate::options::DruidSqlOptions {
                 time_zone: p.time_zone,
             });
+        if let Some(access) = &p.system_table_access {
+            state.config_mut().set_extension(Arc::new(access.clone()));
+        }
         if p.read_from_deep_storage == Some(true) {
             Self::reading_deep_storage(state)
         } else {
@@ -602,6 +609,7 @@ impl QueryEngine {
             outer_limit,
             approximate_count_distinct,
             read_from_deep_storage,
+            system_table_access: None,
         })
     }
 

@@ -29,8 +29,12 @@
 //! non-overshadowed segment the coordinator has not decided to keep unloaded (Dolmen loads them
 //! on demand), which is what `is_available`, `num_replicas` and `sys.server_segments` say;
 //! `replication_factor` is the replica count the segment's load rule asks for over all tiers
-//! (-1 until the coordinator has evaluated the rules for it, as in Druid). `sys.supervisors` is empty until supervisors
-//! exist.
+//! (-1 until the coordinator has evaluated the rules for it, as in Druid). `sys.supervisors` lists
+//! the running supervisors ([`SupervisorRows`], bound once they start).
+//!
+//! With security on, rows of `sys.segments`, `sys.server_segments`, `sys.tasks`,
+//! `sys.supervisors` and the `druid` schema's rows of `INFORMATION_SCHEMA.TABLES`/`COLUMNS`
+//! show only for datasources the user may read ([`SystemTableAccess`]).
 
 use std::sync::Arc;
 
@@ -348,8 +352,13 @@ impl SchemaProvider for InformationSchema {
         let Some(batch) = self.build(name) else {
             return Ok(None);
         };
-        let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
-        Ok(Some(Arc::new(table)))
+        // `TABLES` and `COLUMNS` rows of a datasource show only to users who may read it
+        // (Druid's `InformationSchema` filters the `druid` schema's tables the same way).
+        let owners = match name {
+            "TABLES" | "COLUMNS" => Some(druid_table_owners(&batch)),
+            _ => None,
+        };
+        Ok(Some(Arc::new(AccessFilteredTable { batch, owners })))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -372,6 +381,57 @@ pub struct NodeInfo {
     pub properties: Vec<(String, String)>,
     /// The tier this process serves as a historical (`service.server.tier`).
     pub tier: String,
+    /// Where `sys.supervisors` reads the running supervisors (set once they are started).
+    pub supervisors: SupervisorSource,
+}
+
+/// One row of `sys.supervisors` (Druid's `SystemSchema.SupervisorsTable` columns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SupervisorRow {
+    /// The supervisor id.
+    pub supervisor_id: String,
+    /// Its datasource.
+    pub data_source: String,
+    /// `state` (`RUNNING`, `SUSPENDED`, `UNHEALTHY_SUPERVISOR`, ...).
+    pub state: String,
+    /// `detailed_state`.
+    pub detailed_state: String,
+    /// Whether it is healthy (1/0 in the table).
+    pub healthy: bool,
+    /// The spec's `type` (`logstream`, `shardstream`, or a Druid alias as posted).
+    pub supervisor_type: String,
+    /// The topic or stream it reads.
+    pub source: String,
+    /// Whether it is suspended (1/0 in the table).
+    pub suspended: bool,
+    /// The spec as read back, JSON text.
+    pub spec: String,
+}
+
+/// What lists the running supervisors for `sys.supervisors` (the overlord's supervisor
+/// manager, adapted by the binary).
+pub trait SupervisorRows: std::fmt::Debug + Send + Sync {
+    /// One row per active supervisor, in id order.
+    fn supervisor_rows(&self) -> Vec<SupervisorRow>;
+}
+
+/// The late-bound [`SupervisorRows`] of a process: the query engine starts before the
+/// supervisors do. Until [`SupervisorSource::set`] is called `sys.supervisors` is empty.
+#[derive(Debug, Clone, Default)]
+pub struct SupervisorSource(Arc<std::sync::OnceLock<Arc<dyn SupervisorRows>>>);
+
+impl SupervisorSource {
+    /// Binds the source (a second call is ignored).
+    pub fn set(&self, rows: Arc<dyn SupervisorRows>) {
+        let _ = self.0.set(rows);
+    }
+
+    fn rows(&self) -> Vec<SupervisorRow> {
+        self.0
+            .get()
+            .map(|r| r.supervisor_rows())
+            .unwrap_or_default()
+    }
 }
 
 impl NodeInfo {
@@ -441,11 +501,18 @@ impl SysSchema {
             .collect())
     }
 
-    async fn build(&self, name: &str) -> Result<Option<RecordBatch>> {
+    /// The rows of table `name`, with the datasource each row belongs to when the table's rows
+    /// are filtered per datasource ([`AccessFilteredTable`]): `segments`, `server_segments`,
+    /// `tasks` and `supervisors`, as Druid's `SystemSchema` filters them.
+    async fn build(
+        &self,
+        name: &str,
+    ) -> Result<Option<(RecordBatch, Option<Vec<Option<String>>>)>> {
         let Some(schema) = sys_schema(name) else {
             return Ok(None);
         };
         let mut b = Columns::new(&schema);
+        let mut owners: Option<Vec<Option<String>>> = None;
         match name {
             "segments" => {
                 let decisions = self.view.load_decisions();
@@ -490,6 +557,9 @@ impl SysSchema {
                     if !overshadowed && self.view.is_loaded(&s.identifier) {
                         b.text(0, Some(&server));
                         b.text(1, Some(&s.id().to_string()));
+                        owners
+                            .get_or_insert_with(Vec::new)
+                            .push(Some(s.data_source.clone()));
                     }
                 }
             }
@@ -546,7 +616,19 @@ impl SysSchema {
                     b.text(13, t.error_msg.as_deref());
                 }
             }
-            "supervisors" => {}
+            "supervisors" => {
+                for r in self.node.supervisors.rows() {
+                    b.text(0, Some(&r.supervisor_id));
+                    b.text(1, Some(&r.data_source));
+                    b.text(2, Some(&r.state));
+                    b.text(3, Some(&r.detailed_state));
+                    b.long(4, Some(i64::from(r.healthy)));
+                    b.text(5, Some(&r.supervisor_type));
+                    b.text(6, Some(&r.source));
+                    b.long(7, Some(i64::from(r.suspended)));
+                    b.text(8, Some(&r.spec));
+                }
+            }
             "server_properties" => {
                 let roles = ROLES.join(",");
                 for (k, v) in &self.node.properties {
@@ -560,8 +642,97 @@ impl SysSchema {
             }
             _ => return Ok(None),
         }
-        Ok(Some(RecordBatch::try_new(schema, b.finish())?))
+        let batch = RecordBatch::try_new(schema, b.finish())?;
+        let owners = match name {
+            "segments" | "tasks" | "supervisors" => Some(column_owners(&batch, "datasource")),
+            "server_segments" => Some(owners.unwrap_or_default()),
+            _ => None,
+        };
+        Ok(Some((batch, owners)))
     }
+}
+
+/// Which datasources the user of a query may read: decides which rows of `sys.segments`,
+/// `sys.server_segments`, `sys.tasks`, `sys.supervisors` and of `INFORMATION_SCHEMA.TABLES` /
+/// `COLUMNS` (the `druid` schema's tables) the query sees, as Druid's `SystemSchema` and
+/// `InformationSchema` filter them with `AuthorizationUtils.filterAuthorizedResources`.
+/// Implemented by the server over the request's identity (security on); no access set means
+/// every row.
+pub trait DatasourceReadAccess: std::fmt::Debug + Send + Sync {
+    /// Whether the user holds `DATASOURCE` READ on `data_source`.
+    fn can_read(&self, data_source: &str) -> bool;
+}
+
+/// The session extension carrying a query's [`DatasourceReadAccess`] (set by
+/// `QueryEngine` from `PreparedQuery::system_table_access`).
+#[derive(Debug, Clone)]
+pub struct SystemTableAccess(pub Arc<dyn DatasourceReadAccess>);
+
+/// A metadata table's rows, built when the query named the table, of which a scan returns the
+/// ones the session's [`SystemTableAccess`] may see: a row whose owner is `Some(datasource)`
+/// needs READ on it; `None` rows, and every row of a table without owners, always show.
+#[derive(Debug)]
+struct AccessFilteredTable {
+    batch: RecordBatch,
+    /// One entry per row of `batch`, or `None` for a table that is not filtered.
+    owners: Option<Vec<Option<String>>>,
+}
+
+#[async_trait]
+impl TableProvider for AccessFilteredTable {
+    fn schema(&self) -> SchemaRef {
+        self.batch.schema()
+    }
+
+    fn table_type(&self) -> datafusion::datasource::TableType {
+        datafusion::datasource::TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[datafusion::prelude::Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        let access = state.config().get_extension::<SystemTableAccess>();
+        let batch = match (&self.owners, access) {
+            (Some(owners), Some(access)) => {
+                let keep: arrow::array::BooleanArray = owners
+                    .iter()
+                    .map(|o| Some(o.as_deref().is_none_or(|ds| access.0.can_read(ds))))
+                    .collect();
+                arrow::compute::filter_record_batch(&self.batch, &keep)?
+            }
+            _ => self.batch.clone(),
+        };
+        MemTable::try_new(batch.schema(), vec![vec![batch]])?
+            .scan(state, projection, filters, limit)
+            .await
+    }
+}
+
+/// Owners of rows that name their datasource in string column `column`.
+fn column_owners(batch: &RecordBatch, column: &str) -> Vec<Option<String>> {
+    let Some(col) = batch
+        .column_by_name(column)
+        .and_then(|c| c.as_any().downcast_ref::<arrow::array::StringArray>())
+    else {
+        return vec![None; batch.num_rows()];
+    };
+    col.iter().map(|v| v.map(str::to_string)).collect()
+}
+
+/// Owners of `INFORMATION_SCHEMA.TABLES` / `COLUMNS` rows: the table name of rows in the
+/// `druid` schema; other schemas' rows (lookups, metadata tables) always show.
+fn druid_table_owners(batch: &RecordBatch) -> Vec<Option<String>> {
+    let schemas = column_owners(batch, "TABLE_SCHEMA");
+    let names = column_owners(batch, "TABLE_NAME");
+    schemas
+        .into_iter()
+        .zip(names)
+        .map(|(schema, name)| name.filter(|_| schema.as_deref() == Some(DRUID_SCHEMA)))
+        .collect()
 }
 
 /// Druid's comma-separated name list (`DataSegment.dimensions`) as a JSON array string.
@@ -718,11 +889,10 @@ impl SchemaProvider for SysSchema {
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        let Some(batch) = self.build(name).await? else {
+        let Some((batch, owners)) = self.build(name).await? else {
             return Ok(None);
         };
-        let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
-        Ok(Some(Arc::new(table)))
+        Ok(Some(Arc::new(AccessFilteredTable { batch, owners })))
     }
 
     fn table_exist(&self, name: &str) -> bool {

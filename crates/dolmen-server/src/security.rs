@@ -63,8 +63,11 @@ pub enum Guard {
     /// `DATASOURCE` WRITE on the datasource of the supervisor spec in the body.
     SupervisorSubmit,
     /// A SQL statement in the body: READ on every datasource it reads, `EXTERNAL` READ for
-    /// `EXTERN`, WRITE on an `INSERT`/`REPLACE` target, `STATE` READ for `sys` and
-    /// `INFORMATION_SCHEMA` tables (whose rows are not filtered per datasource yet).
+    /// `EXTERN`, WRITE on an `INSERT`/`REPLACE` target, `STATE` READ for the server tables
+    /// of `sys` (`servers`, `server_segments`, `server_properties`), `SYSTEM_TABLE` READ for
+    /// each `sys` table with `authorizeSystemTablesDirectly`. Rows of `sys` and
+    /// `INFORMATION_SCHEMA` tables are filtered to the datasources the user may read (the
+    /// synchronous endpoint; statements reading them are refused with security on).
     Sql,
     /// Any authenticated user; a JSON array answer keeps only the elements naming a datasource
     /// the user may read (Druid filters these lists the same way).
@@ -408,12 +411,20 @@ async fn buffer_body(req: Request) -> Result<(Request, Bytes), Response> {
     Ok((Request::from_parts(parts, Body::from(bytes.clone())), bytes))
 }
 
-/// What a SQL request needs; `Err` is the response to send instead (the request's own 400).
+/// What a SQL request touches and needs; `Err` is the response to send instead (the request's
+/// own 400).
 async fn sql_resources(
     state: &AppState,
+    security: &Security,
     headers: &axum::http::HeaderMap,
     body: &Bytes,
-) -> Result<Vec<ResourceAction>, Response> {
+) -> Result<
+    (
+        Vec<ResourceAction>,
+        dolmen_query::engine::StatementResources,
+    ),
+    Response,
+> {
     let host = state.host_port();
     let q = crate::sql::parse_request(headers, body).map_err(|e| {
         let mut r = crate::error::SqlError {
@@ -436,12 +447,42 @@ async fn sql_resources(
         .resources_of(&prepared)
         .await
         .map_err(|error| crate::error::SqlError { error, host }.into_response())?;
-    Ok(sql_resource_actions(&resources))
+    let wanted = sql_resource_actions(&resources, security.authorize_system_tables_directly());
+    Ok((wanted, resources))
 }
 
-/// What a statement touching `resources` needs (see [`Guard::Sql`]).
+/// The `sys` and `INFORMATION_SCHEMA` tables a statement reads (lookups are not filtered).
+fn system_tables_read(resources: &dolmen_query::engine::StatementResources) -> Vec<&str> {
+    resources
+        .other_tables
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !t.starts_with("lookup."))
+        .collect()
+}
+
+/// `sys` tables that show servers: Druid's `SystemSchema.checkStateReadAccessForServers`
+/// requires `STATE` READ for them.
+const SERVER_SYS_TABLES: [&str; 3] = ["servers", "server_segments", "server_properties"];
+
+/// A [`dolmen_query::system::DatasourceReadAccess`] over a user's resolved grants.
+#[derive(Debug)]
+struct GrantsAccess(dolmen_auth::Grants);
+
+impl dolmen_query::system::DatasourceReadAccess for GrantsAccess {
+    fn can_read(&self, data_source: &str) -> bool {
+        self.0.allows(&ResourceAction::new(
+            Resource::datasource(data_source),
+            Action::Read,
+        ))
+    }
+}
+
+/// What a statement touching `resources` needs (see [`Guard::Sql`]); `system_tables_directly`
+/// is [`Security::authorize_system_tables_directly`].
 pub(crate) fn sql_resource_actions(
     resources: &dolmen_query::engine::StatementResources,
+    system_tables_directly: bool,
 ) -> Vec<ResourceAction> {
     let mut wanted: Vec<ResourceAction> = resources
         .data_sources_read
@@ -457,13 +498,24 @@ pub(crate) fn sql_resource_actions(
             Action::Write,
         ));
     }
-    // Lookups are readable by any authenticated user (Druid). System tables are not filtered
-    // per datasource yet, so reading them needs STATE READ.
-    if resources
+    // Lookups are readable by any authenticated user (Druid). `INFORMATION_SCHEMA` and the
+    // `sys` tables of datasource rows need nothing more: their rows are filtered per
+    // datasource (`GrantsAccess`); the server tables need STATE READ (Druid).
+    let sys = resources
         .other_tables
         .iter()
-        .any(|t| !t.starts_with("lookup."))
-    {
+        .filter_map(|t| t.strip_prefix("sys."));
+    let mut state_read = false;
+    for table in sys {
+        state_read |= SERVER_SYS_TABLES.contains(&table);
+        if system_tables_directly {
+            wanted.push(ResourceAction::new(
+                Resource::system_table(table),
+                Action::Read,
+            ));
+        }
+    }
+    if state_read {
         wanted.push(ResourceAction::new(Resource::state(), Action::Read));
     }
     wanted
@@ -631,10 +683,38 @@ async fn authorize(
                 Err(resp) => return resp,
             };
             req = r;
-            match sql_resources(&state, req.headers(), &bytes).await {
-                Ok(w) => w,
-                Err(resp) => return resp,
+            let (wanted, resources) =
+                match sql_resources(&state, &security, req.headers(), &bytes).await {
+                    Ok(w) => w,
+                    Err(resp) => return resp,
+                };
+            let system_tables = system_tables_read(&resources);
+            if !system_tables.is_empty() {
+                // Rows of system tables are filtered per user only where the request's user
+                // is known while the query runs: the synchronous endpoint. Statements run as
+                // tasks later; Druid's msq-task engine does not read system tables either.
+                if !req.uri().path().trim_end_matches('/').ends_with("/v2/sql") {
+                    let error = dolmen_query::QueryError::InvalidInput(format!(
+                        "Cannot query table(s) [{}] with SQL engine [msq-task]: with security on, system tables are read through the /druid/v2/sql endpoint",
+                        system_tables.join(", ")
+                    ));
+                    return crate::error::SqlError {
+                        error,
+                        host: state.host_port(),
+                    }
+                    .into_response();
+                }
+                match security.grants(&identity).await {
+                    Ok(g) => {
+                        req.extensions_mut()
+                            .insert(dolmen_query::system::SystemTableAccess(Arc::new(
+                                GrantsAccess(g),
+                            )));
+                    }
+                    Err(e) => return auth_failure(e),
+                }
             }
+            wanted
         }
         Guard::ReadableRows => {
             let resp = next.run(req).await;
@@ -919,6 +999,47 @@ pub fn security_routes() -> ApiRoutes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn system_tables_need_state_only_for_servers_and_system_table_when_direct() {
+        let resources = dolmen_query::engine::StatementResources {
+            data_sources_read: vec!["wiki".into()],
+            other_tables: vec![
+                "INFORMATION_SCHEMA.TABLES".into(),
+                "lookup.country".into(),
+                "sys.segments".into(),
+            ],
+            ..Default::default()
+        };
+        let read = |r: Resource| ResourceAction::new(r, Action::Read);
+        assert_eq!(
+            sql_resource_actions(&resources, false),
+            vec![read(Resource::datasource("wiki"))]
+        );
+        assert_eq!(
+            sql_resource_actions(&resources, true),
+            vec![
+                read(Resource::datasource("wiki")),
+                read(Resource::system_table("segments"))
+            ]
+        );
+        let servers = dolmen_query::engine::StatementResources {
+            other_tables: vec!["sys.server_segments".into(), "sys.servers".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            sql_resource_actions(&servers, false),
+            vec![read(Resource::state())]
+        );
+        assert_eq!(
+            sql_resource_actions(&servers, true),
+            vec![
+                read(Resource::system_table("server_segments")),
+                read(Resource::system_table("servers")),
+                read(Resource::state())
+            ]
+        );
+    }
 
     /// Enumerates every route the router serves and fails on one without a guard.
     #[test]

@@ -246,6 +246,7 @@ fn form_decode(s: &str) -> String {
 pub(crate) async fn post_sql(
     State(state): State<Arc<AppState>>,
     remote: RemoteAddr,
+    access: Option<axum::Extension<dolmen_query::system::SystemTableAccess>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -274,10 +275,12 @@ pub(crate) async fn post_sql(
             Some(failure),
         )
     };
-    let prepared = match state.engine.prepare(&q) {
+    let mut prepared = match state.engine.prepare(&q) {
         Ok(p) => p,
         Err(error) => return failed(log, error, host),
     };
+    // With security on: which rows of system tables this user sees (set by the SQL guard).
+    prepared.system_table_access = access.map(|a| a.0);
     log.prepared(&prepared);
     if let Some(dml) = prepared.dml() {
         let error = QueryError::InvalidInput(format!(
@@ -295,14 +298,17 @@ pub(crate) async fn post_sql(
     // on each (spec).
     let resources = match &state.security {
         None => Vec::new(),
-        Some(_) => match state.engine.resources_of(&prepared).await {
-            Ok(r) => crate::security::sql_resource_actions(&r)
-                .into_iter()
-                .map(|mut ra| {
-                    ra.action = dolmen_auth::Action::Read;
-                    ra
-                })
-                .collect(),
+        Some(security) => match state.engine.resources_of(&prepared).await {
+            Ok(r) => crate::security::sql_resource_actions(
+                &r,
+                security.authorize_system_tables_directly(),
+            )
+            .into_iter()
+            .map(|mut ra| {
+                ra.action = dolmen_auth::Action::Read;
+                ra
+            })
+            .collect(),
             Err(error) => return failed(log, error, host),
         },
     };

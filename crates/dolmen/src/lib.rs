@@ -16,6 +16,7 @@
 
 pub mod config;
 pub mod quickstart;
+mod sys_supervisors;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -184,6 +185,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     )
     .await
     .context("cannot start the overlord")?;
+    let sys_supervisors = dolmen_query::system::SupervisorSource::default();
     let node = dolmen_query::system::NodeInfo {
         host: advertised_host(&config.host),
         port: addr.port(),
@@ -191,6 +193,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         version: env!("CARGO_PKG_VERSION").to_string(),
         properties: config.properties(addr.port()),
         tier: config.coordinator.tier.clone(),
+        supervisors: sys_supervisors.clone(),
     };
     // Lookups before the engine: queries read their tables from the first one on.
     let lookups = LookupManager::start(
@@ -224,6 +227,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
     let supervisors = SupervisorManager::start(Arc::clone(&overlord), Arc::clone(&metadata))
         .await
         .context("cannot start the supervisors")?;
+    sys_supervisors.set(Arc::new(sys_supervisors::ManagerRows::new(&supervisors)));
     register_metric_sources(&metrics, &view, &cache, &overlord, &supervisors);
     let coordinator = dolmen_coordinator::Coordinator::new(
         Arc::clone(&metadata),

@@ -286,7 +286,59 @@ fn basic_security_end_to_end() {
         bob.sql("SELECT * FROM wikipedia WHERE page IN (SELECT page FROM koalas)"),
         (403, denied.clone())
     );
-    assert_eq!(bob.sql("SELECT * FROM sys.segments"), (403, denied.clone()));
+    // System tables show only rows of datasources bob may read (Druid's SystemSchema and
+    // InformationSchema filters); the server tables need STATE READ.
+    assert_eq!(
+        bob.sql("SELECT DISTINCT datasource FROM sys.segments"),
+        (200, json!([{"datasource": "wikipedia"}]))
+    );
+    assert_eq!(
+        admin
+            .sql("SELECT DISTINCT datasource FROM sys.segments ORDER BY 1")
+            .1,
+        json!([{"datasource": "koalas"}, {"datasource": "wikipedia"}])
+    );
+    assert_eq!(
+        bob.sql("SELECT DISTINCT datasource FROM sys.tasks"),
+        (200, json!([{"datasource": "wikipedia"}]))
+    );
+    assert_eq!(
+        bob.sql("SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = 'druid'"),
+        (200, json!([{"TABLE_NAME": "wikipedia"}]))
+    );
+    assert_eq!(
+        bob.sql("SELECT COUNT(*) AS c FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = 'koalas'"),
+        (200, json!([{"c": 0}]))
+    );
+    // A datasource bob may not read stays invisible even through a join with an allowed one.
+    assert_eq!(
+        bob.sql(
+            "SELECT COUNT(*) AS c FROM sys.segments s JOIN INFORMATION_SCHEMA.TABLES t \
+             ON s.datasource = t.TABLE_NAME WHERE s.datasource = 'koalas'"
+        ),
+        (200, json!([{"c": 0}]))
+    );
+    for table in ["servers", "server_segments", "server_properties"] {
+        assert_eq!(
+            bob.sql(&format!("SELECT * FROM sys.{table}")),
+            (403, denied.clone()),
+            "{table}"
+        );
+    }
+    assert_eq!(admin.sql("SELECT * FROM sys.servers").0, 200);
+    // Statements run later as tasks, without the user: system tables are refused there.
+    let (code, body) = bob.post(
+        "/service/v2/sql/statements",
+        Some(&json!({"query": "SELECT * FROM sys.segments"})),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["errorMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("sys.segments"),
+        "{body}"
+    );
     // An unknown table is still the query's own 400 (validation first).
     assert_eq!(bob.sql("SELECT * FROM nothing_here").0, 400);
     // A query needing no resource is allowed.

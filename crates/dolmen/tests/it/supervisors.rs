@@ -184,6 +184,21 @@ fn supervisor_reads_a_topic_realtime_hands_off_and_answers_every_endpoint() {
     assert_eq!(states[0]["detailedState"], "RUNNING");
     assert_eq!(states[0]["healthy"], true);
     assert!(states[0].get("spec").is_none());
+    // sys.supervisors lists it with Druid's columns.
+    let rows = server.sql(
+        "SELECT supervisor_id, datasource, state, healthy, type, source, suspended, spec \
+         FROM sys.supervisors",
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["supervisor_id"], "events");
+    assert_eq!(rows[0]["datasource"], "events");
+    assert_eq!(rows[0]["state"], "RUNNING");
+    assert_eq!(rows[0]["healthy"], 1);
+    assert_eq!(rows[0]["type"], "logstream");
+    assert_eq!(rows[0]["source"], topic.as_str());
+    assert_eq!(rows[0]["suspended"], 0);
+    let spec_text: Value = serde_json::from_str(rows[0]["spec"].as_str().unwrap()).unwrap();
+    assert_eq!(spec_text["type"], "logstream");
     // Status report (latest offsets are refreshed every `period`: wait for the run after the
     // last produce).
     let deadline = Instant::now() + Duration::from_secs(15);
