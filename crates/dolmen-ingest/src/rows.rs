@@ -220,12 +220,36 @@ pub fn to_val(v: Option<&Value>, ty: ColumnType) -> Result<Val, ConversionError>
 }
 
 /// One element of a multi-value row as text: strings as they are, numbers and booleans in their
-/// JSON form, nested arrays and objects as compact JSON, null as a null element.
+/// JSON form, nested arrays and objects as Java renders them ([`java_text`]), null as a null element.
 fn element_string(v: &Value) -> Option<Box<str>> {
     match v {
         Value::Null => None,
         Value::String(s) => Some(s.as_str().into()),
-        other => Some(other.to_string().into_boxed_str()),
+        other => Some(java_text(other).into_boxed_str()),
+    }
+}
+
+/// A value inside a multi-value row as Druid renders it (`Rows.objectToStrings` calls
+/// `String.valueOf` on each element): a nested list is Java's `List.toString()` (`["3",["4"]]`
+/// becomes `[3, [4]]`), an object Java's `Map.toString()` (`{a=1, b=x}`), strings unquoted
+/// inside them. Druid's quidem corpus, `qaUnnest/mv_sql_select_distinct.all.iq`.
+fn java_text(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(java_text).collect();
+            format!("[{}]", parts.join(", "))
+        }
+        Value::Object(map) => {
+            let parts: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{k}={}", java_text(v)))
+                .collect();
+            format!("{{{}}}", parts.join(", "))
+        }
     }
 }
 
@@ -1000,6 +1024,26 @@ pub fn trim_nulls(mut dims: Vec<Val>) -> Vec<Val> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_values_of_a_multi_value_row_render_as_java_does() {
+        let v: Value = serde_json::json!(["1", ["2"], ["3", ["4", "5"]], {"a": 1, "b": "x"}, null]);
+        let Val::Multi(values) = to_val(Some(&v), ColumnType::String).unwrap() else {
+            panic!("multi-value expected")
+        };
+        let text: Vec<Option<&str>> = values.iter().map(|v| v.as_deref()).collect();
+        assert_eq!(
+            text,
+            // Sorted: `multiValueHandling` defaults to SORTED_ARRAY, nulls first.
+            [
+                None,
+                Some("1"),
+                Some("[2]"),
+                Some("[3, [4, 5]]"),
+                Some("{a=1, b=x}")
+            ]
+        );
+    }
     use serde_json::json;
 
     #[test]

@@ -129,6 +129,73 @@ pub fn rule() -> Arc<dyn AnalyzerRule + Send + Sync> {
     Arc::new(LenientCastRule)
 }
 
+/// Arithmetic over text as Druid's planner coerces it (Calcite's implicit type coercion,
+/// `AbstractTypeCoercion.binaryArithmeticCoercion`): in `+ - * / %`, a string operand meeting
+/// a number is cast to that number's type (`c - c_long` is BIGINT), and two strings are both
+/// cast to DOUBLE (`c - c` is `0.0`). DataFusion refuses these while planning ("Cannot coerce
+/// arithmetic expression Utf8 - Int64"), so this is an expression planner, consulted as each
+/// binary operator is planned with the schema it reads; the casts it adds are then made
+/// lenient by [`LenientCastRule`] (text that is not a number gives NULL). Druid's quidem
+/// corpus, `qaUnnest/mv_sql_ops.all.iq`.
+#[derive(Debug, Default)]
+pub struct ArithmeticTextPlanner;
+
+fn is_number(t: &DataType) -> bool {
+    t.is_integer() || crate::functions::scalar::is_float(t) || t.is_numeric()
+}
+
+fn cast(e: Expr, to: DataType) -> Expr {
+    Expr::Cast(Cast::new(Box::new(e), to))
+}
+
+impl datafusion::logical_expr::planner::ExprPlanner for ArithmeticTextPlanner {
+    fn plan_binary_op(
+        &self,
+        expr: datafusion::logical_expr::planner::RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> Result<
+        datafusion::logical_expr::planner::PlannerResult<
+            datafusion::logical_expr::planner::RawBinaryExpr,
+        >,
+    > {
+        use datafusion::logical_expr::planner::PlannerResult;
+        use datafusion::logical_expr::{BinaryExpr, Operator};
+        use datafusion::sql::sqlparser::ast::BinaryOperator;
+        let op = match expr.op {
+            BinaryOperator::Plus => Operator::Plus,
+            BinaryOperator::Minus => Operator::Minus,
+            BinaryOperator::Multiply => Operator::Multiply,
+            BinaryOperator::Divide => Operator::Divide,
+            BinaryOperator::Modulo => Operator::Modulo,
+            _ => return Ok(PlannerResult::Original(expr)),
+        };
+        let (Ok(lt), Ok(rt)) = (expr.left.get_type(schema), expr.right.get_type(schema)) else {
+            return Ok(PlannerResult::Original(expr));
+        };
+        let (l, r) = match (is_string(&lt), is_string(&rt)) {
+            (true, true) => (DataType::Float64, DataType::Float64),
+            (true, false) if is_number(&rt) => (rt.clone(), rt),
+            (false, true) if is_number(&lt) => (lt.clone(), lt),
+            _ => return Ok(PlannerResult::Original(expr)),
+        };
+        let left = if is_string(&expr.left.get_type(schema)?) {
+            cast(expr.left, l)
+        } else {
+            expr.left
+        };
+        let right = if is_string(&expr.right.get_type(schema)?) {
+            cast(expr.right, r)
+        } else {
+            expr.right
+        };
+        Ok(PlannerResult::Planned(Expr::BinaryExpr(BinaryExpr::new(
+            Box::new(left),
+            op,
+            Box::new(right),
+        ))))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,10 +204,15 @@ mod tests {
     fn ctx() -> SessionContext {
         let mut rules = datafusion::optimizer::Analyzer::new().rules;
         rules.push(rule());
-        let state = datafusion::execution::SessionStateBuilder::new()
+        let mut state = datafusion::execution::SessionStateBuilder::new()
             .with_default_features()
             .with_analyzer_rules(rules)
             .build();
+        datafusion::execution::FunctionRegistry::register_expr_planner(
+            &mut state,
+            Arc::new(ArithmeticTextPlanner),
+        )
+        .unwrap();
         SessionContext::new_with_state(state)
     }
 
@@ -182,6 +254,20 @@ mod tests {
             )
             .await,
             ["5", "true", "null", "true"]
+        );
+    }
+
+    /// Druid's quidem `mv_sql_ops`: text meets a number as that number's type, two texts as
+    /// DOUBLE; text that is no number gives NULL.
+    #[tokio::test]
+    async fn arithmetic_over_text_coerces_as_calcite() {
+        assert_eq!(
+            row(
+                "SELECT '3' - '1' AS a, '3' - 1 AS b, 7 / '2' AS c, '1.5' * 2.0 AS d, \
+                        'x' + 1 AS e, '' - '' AS f, arrow_typeof('3' - 1) AS g"
+            )
+            .await,
+            ["2.0", "2", "3", "3.0", "null", "null", "Int64"]
         );
     }
 }

@@ -446,6 +446,13 @@ impl QueryEngine {
             // Last: plain scans and LIMITs read segments in time order, as Druid's scan does.
             .with_physical_optimizer_rule(Arc::new(crate::scan_order::TimeOrderedScans))
             .build();
+        let mut state = state;
+        // Text in arithmetic takes the other operand's numeric type (Calcite's coercion).
+        datafusion::execution::FunctionRegistry::register_expr_planner(
+            &mut state,
+            Arc::new(crate::coercion::ArithmeticTextPlanner),
+        )
+        .expect("registering an expression planner cannot fail");
         let ctx = SessionContext::new_with_state(state);
         crate::functions::register_druid_functions(&ctx);
         crate::functions::lookup::register(&ctx, &lookups);
