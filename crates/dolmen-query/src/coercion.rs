@@ -1,5 +1,6 @@
 //! Druid's casts from text: a string that does not convert is NULL, not an error
-//! ([`LenientCastRule`], an analyzer rule after DataFusion's type coercion).
+//! ([`LenientCastRule`], an analyzer rule after DataFusion's type coercion); text in
+//! arithmetic and numbers in `||` coerced as Calcite coerces them ([`TextOperandPlanner`]).
 //!
 //! `docs/querying/sql-data-types.md`: "If a value cannot be cast to the target type, as in
 //! `CAST('foo' AS BIGINT)`, Druid substitutes NULL." Druid's native `CAST(x, 'LONG')` of a
@@ -136,9 +137,10 @@ pub fn rule() -> Arc<dyn AnalyzerRule + Send + Sync> {
 /// arithmetic expression Utf8 - Int64"), so this is an expression planner, consulted as each
 /// binary operator is planned with the schema it reads; the casts it adds are then made
 /// lenient by [`LenientCastRule`] (text that is not a number gives NULL). Druid's quidem
-/// corpus, `qaUnnest/mv_sql_ops.all.iq`.
+/// corpus, `qaUnnest/mv_sql_ops.all.iq`. It also plans `||` over numbers and booleans
+/// ([`concat_as_text`]).
 #[derive(Debug, Default)]
-pub struct ArithmeticTextPlanner;
+pub struct TextOperandPlanner;
 
 fn is_number(t: &DataType) -> bool {
     t.is_integer() || crate::functions::scalar::is_float(t) || t.is_numeric()
@@ -148,7 +150,43 @@ fn cast(e: Expr, to: DataType) -> Expr {
     Expr::Cast(Cast::new(Box::new(e), to))
 }
 
-impl datafusion::logical_expr::planner::ExprPlanner for ArithmeticTextPlanner {
+/// `a || b` where no operand is text: Druid's `||` concatenates the text of numbers and
+/// booleans (`1 || 1` is `'11'`), while DataFusion finds no common string type. Numbers and
+/// booleans are cast to VARCHAR; anything else (arrays, timestamps, nulls) is left to the
+/// planners that know it.
+fn concat_as_text(
+    expr: datafusion::logical_expr::planner::RawBinaryExpr,
+    schema: &DFSchema,
+) -> Result<
+    datafusion::logical_expr::planner::PlannerResult<
+        datafusion::logical_expr::planner::RawBinaryExpr,
+    >,
+> {
+    use datafusion::logical_expr::planner::PlannerResult;
+    use datafusion::logical_expr::{BinaryExpr, Operator};
+    let (Ok(lt), Ok(rt)) = (expr.left.get_type(schema), expr.right.get_type(schema)) else {
+        return Ok(PlannerResult::Original(expr));
+    };
+    let textual = |t: &DataType| is_number(t) || *t == DataType::Boolean;
+    let fits = |t: &DataType| is_string(t) || textual(t);
+    if !(fits(&lt) && fits(&rt)) || (is_string(&lt) && is_string(&rt)) {
+        return Ok(PlannerResult::Original(expr));
+    }
+    let text = |e: Expr, t: &DataType| {
+        if textual(t) {
+            cast(e, DataType::Utf8)
+        } else {
+            e
+        }
+    };
+    Ok(PlannerResult::Planned(Expr::BinaryExpr(BinaryExpr::new(
+        Box::new(text(expr.left, &lt)),
+        Operator::StringConcat,
+        Box::new(text(expr.right, &rt)),
+    ))))
+}
+
+impl datafusion::logical_expr::planner::ExprPlanner for TextOperandPlanner {
     fn plan_binary_op(
         &self,
         expr: datafusion::logical_expr::planner::RawBinaryExpr,
@@ -162,6 +200,7 @@ impl datafusion::logical_expr::planner::ExprPlanner for ArithmeticTextPlanner {
         use datafusion::logical_expr::{BinaryExpr, Operator};
         use datafusion::sql::sqlparser::ast::BinaryOperator;
         let op = match expr.op {
+            BinaryOperator::StringConcat => return concat_as_text(expr, schema),
             BinaryOperator::Plus => Operator::Plus,
             BinaryOperator::Minus => Operator::Minus,
             BinaryOperator::Multiply => Operator::Multiply,
@@ -210,7 +249,7 @@ mod tests {
             .build();
         datafusion::execution::FunctionRegistry::register_expr_planner(
             &mut state,
-            Arc::new(ArithmeticTextPlanner),
+            Arc::new(TextOperandPlanner),
         )
         .unwrap();
         SessionContext::new_with_state(state)
@@ -264,10 +303,13 @@ mod tests {
         assert_eq!(
             row(
                 "SELECT '3' - '1' AS a, '3' - 1 AS b, 7 / '2' AS c, '1.5' * 2.0 AS d, \
-                        'x' + 1 AS e, '' - '' AS f, arrow_typeof('3' - 1) AS g"
+                        'x' + 1 AS e, '' - '' AS f, arrow_typeof('3' - 1) AS g, \
+                        1 || 2 AS h, 'a' || 2 AS i, true || 1.5 AS j"
             )
             .await,
-            ["2.0", "2", "3", "3.0", "null", "null", "Int64"]
+            [
+                "2.0", "2", "3", "3.0", "null", "null", "Int64", "12", "a2", "true1.5"
+            ]
         );
     }
 }

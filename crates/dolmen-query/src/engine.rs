@@ -450,7 +450,7 @@ impl QueryEngine {
         // Text in arithmetic takes the other operand's numeric type (Calcite's coercion).
         datafusion::execution::FunctionRegistry::register_expr_planner(
             &mut state,
-            Arc::new(crate::coercion::ArithmeticTextPlanner),
+            Arc::new(crate::coercion::TextOperandPlanner),
         )
         .expect("registering an expression planner cannot fail");
         let ctx = SessionContext::new_with_state(state);
