@@ -103,7 +103,8 @@ fn rewrite_join(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     }
     let left = Arc::clone(&join.left);
     let left_columns: Vec<Column> = left.schema().columns();
-    let Some(inner) = relink(&sub.subquery, &left, &left_columns)? else {
+    let mut top_names = Vec::new();
+    let Some(inner) = relink(&sub.subquery, &left, &left_columns, Some(&mut top_names))? else {
         return Ok(Transformed::no(node));
     };
     // The join's output: L's columns as they were, then the unnest's, under the alias.
@@ -111,8 +112,14 @@ fn rewrite_join(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     let sub_schema = sub.subquery.schema();
     let mut exprs: Vec<Expr> = left_columns.iter().cloned().map(Expr::Column).collect();
     for (i, (q, f)) in right_schema.iter().enumerate() {
-        let (sq, sf) = sub_schema.qualified_field(i);
-        let source = Expr::Column(Column::from((sq, sf)));
+        let source = match top_names.get(i) {
+            // The top projection's outputs were given internal names (see `relink`).
+            Some(name) => Expr::Column(Column::from_name(name)),
+            None => {
+                let (sq, sf) = sub_schema.qualified_field(i);
+                Expr::Column(Column::from((sq, sf)))
+            }
+        };
         exprs.push(match (&alias, q) {
             (Some(_), Some(q)) => source.alias_qualified(Some(q.clone()), f.name()),
             _ => source.alias(f.name()),
@@ -147,20 +154,36 @@ fn is_unnest_over_one_row(plan: &LogicalPlan) -> bool {
 /// `plan` rebuilt over `left` instead of its one-row leaf: outer references become column
 /// references and every Projection also outputs `left_columns`. `None` when a node is not one
 /// this rewrite knows.
+///
+/// When `top_names` is given and the top node is a Projection, its own outputs are named
+/// `__lateral_unnest_<i>` (the names are pushed there): the user's alias of an element
+/// (`UNNEST(a_int) AS u(s_int)`) may equal a column of `left` (`t.s_int`), and one projection
+/// cannot output a qualified and an unqualified field of one name. The join's final
+/// projection gives them their names back under the alias.
 fn relink(
     plan: &LogicalPlan,
     left: &Arc<LogicalPlan>,
     left_columns: &[Column],
+    top_names: Option<&mut Vec<String>>,
 ) -> Result<Option<LogicalPlan>> {
     Ok(Some(match plan {
         LogicalPlan::EmptyRelation(_) => left.as_ref().clone(),
         LogicalPlan::Projection(Projection { expr, input, .. }) => {
-            let Some(input) = relink(input, left, left_columns)? else {
+            let Some(input) = relink(input, left, left_columns, None)? else {
                 return Ok(None);
             };
             let mut exprs: Vec<Expr> = left_columns.iter().cloned().map(Expr::Column).collect();
-            for e in expr {
-                exprs.push(strip_outer_refs(e.clone())?);
+            let mut names = top_names;
+            for (i, e) in expr.iter().enumerate() {
+                let e = strip_outer_refs(e.clone())?;
+                exprs.push(match names.as_deref_mut() {
+                    Some(names) => {
+                        let name = format!("__lateral_unnest_{i}");
+                        names.push(name.clone());
+                        e.alias(name)
+                    }
+                    None => e,
+                });
             }
             LogicalPlanBuilder::from(input).project(exprs)?.build()?
         }
@@ -170,7 +193,7 @@ fn relink(
             options,
             ..
         }) => {
-            let Some(input) = relink(input, left, left_columns)? else {
+            let Some(input) = relink(input, left, left_columns, None)? else {
                 return Ok(None);
             };
             LogicalPlanBuilder::from(input)
@@ -178,7 +201,7 @@ fn relink(
                 .build()?
         }
         LogicalPlan::Subquery(Subquery { subquery, .. }) => {
-            return relink(subquery, left, left_columns);
+            return relink(subquery, left, left_columns, top_names);
         }
         _ => return Ok(None),
     }))
@@ -289,6 +312,16 @@ mod tests {
         assert_eq!(
             rows("SELECT x, COUNT(*) AS c FROM t CROSS JOIN UNNEST(t.arr) AS u(x) WHERE n > 1 GROUP BY x ORDER BY x NULLS FIRST").await,
             vec!["| | 1 |", "| b | 1 |"]
+        );
+        // The element's alias may be a column of the table too (quidem `qaUnnest`
+        // `array_sql_col_general`: `unnest(a_int) AS u(s_int)` beside `test_unnest.s_int`).
+        assert_eq!(
+            rows("SELECT u.label, t.label FROM t, UNNEST(t.arr) AS u(label) ORDER BY 2, 1 NULLS FIRST").await,
+            vec!["| a | r1 |", "| b | r1 |", "| | r2 |", "| b | r2 |"]
+        );
+        assert_eq!(
+            rows("SELECT COUNT(*) AS c FROM t, UNNEST(arr) AS u(n)").await,
+            vec!["| 4 |"]
         );
     }
 }
