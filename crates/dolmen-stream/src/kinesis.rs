@@ -22,9 +22,11 @@
 //! # Latest and earliest
 //! Kinesis has no call that returns a shard's last sequence number. The earliest offset is the
 //! first record at `TRIM_HORIZON` (the shard's starting sequence number when it is empty); the
-//! latest is one past the last record, found by reading from `AT_TIMESTAMP` a few seconds back,
-//! then further back (a minute, an hour, a day, then the trim horizon) until a record is found, so
-//! the call costs a few requests on a busy shard. A closed shard's latest is `EOS`.
+//! latest is one past the last record, found by reading forward from the latest found before
+//! (kept per shard by the client; the trim horizon the first time, up to 50 `GetRecords` of
+//! 10,000 records) to the shard's tip, so after the first call it costs a request or two. A
+//! closed shard's latest is `EOS`. (`AT_TIMESTAMP` reads a little back were tried first: kinesalite
+//! never answers an `AT_TIMESTAMP` iterator request with no record after the timestamp.)
 //!
 //! # Fetching
 //! [`RecordSupplier::poll`] issues one `GetRecords` (at most `recordsPerFetch` records) per
@@ -321,6 +323,9 @@ struct Connection {
     config: KinesisConfig,
     runtime: ClientRuntime,
     client: Client,
+    /// Per `stream/shard`, the latest offset found by the last scan that reached the shard's
+    /// tip: the next scan starts after it, so finding the latest offset costs a request or two.
+    latest_hints: std::sync::Mutex<BTreeMap<String, KinesisSequence>>,
 }
 
 impl Connection {
@@ -333,6 +338,7 @@ impl Connection {
             config,
             runtime,
             client,
+            latest_hints: std::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -546,30 +552,48 @@ impl Connection {
         if closed {
             return Ok((earliest, KinesisSequence::EndOfShard));
         }
-        let now = SystemTime::now();
-        for back in [5u64, 60, 3600, 86_400] {
-            let at = now - Duration::from_secs(back);
-            let it = self
+        // The latest offset: read forward from after the last one found (or from the trim
+        // horizon the first time) to the tip. (Reading from `AT_TIMESTAMP` a little back would
+        // cost less the first time, but kinesalite never answers an `AT_TIMESTAMP` request with
+        // no record after the timestamp.)
+        let key = format!("{stream}/{shard_id}");
+        let hint = self
+            .latest_hints
+            .lock()
+            .expect("latest hints lock")
+            .get(&key)
+            .cloned();
+        let mut from = None;
+        if let Some(last) = hint.as_ref().and_then(KinesisSequence::predecessor) {
+            from = self
                 .iterator(
                     stream,
                     shard_id,
-                    ShardIteratorType::AtTimestamp,
+                    ShardIteratorType::AfterSequenceNumber,
+                    Some(&last),
                     None,
-                    Some(at),
                 )
-                .await?;
-            if let Some(last) = self.first_record_from(stream, it, true).await? {
-                return Ok((earliest, last.successor()));
-            }
+                .await
+                .ok()
+                .flatten();
         }
-        let it = self
-            .iterator(stream, shard_id, ShardIteratorType::TrimHorizon, None, None)
-            .await?;
-        let last = self
-            .first_record_from(stream, it, true)
-            .await?
-            .unwrap_or_else(|| earliest.clone());
-        Ok((earliest, last.successor()))
+        let (from, base) = match from {
+            Some(it) => (Some(it), hint),
+            None => (
+                self.iterator(stream, shard_id, ShardIteratorType::TrimHorizon, None, None)
+                    .await?,
+                None,
+            ),
+        };
+        let latest = match self.first_record_from(stream, from, true).await? {
+            Some(last) => last.successor(),
+            None => base.unwrap_or_else(|| earliest.successor()),
+        };
+        self.latest_hints
+            .lock()
+            .expect("latest hints lock")
+            .insert(key, latest.clone());
+        Ok((earliest, latest))
     }
 }
 
@@ -997,6 +1021,10 @@ impl RecordSupplier for KinesisRecordSupplier {
 
     fn position(&self, partition: &StreamPartition<String>) -> Option<KinesisSequence> {
         self.shards.get(partition)?.position.clone()
+    }
+
+    fn millis_behind_latest(&self, partition: &StreamPartition<String>) -> Option<i64> {
+        KinesisRecordSupplier::millis_behind_latest(self, partition)
     }
 }
 

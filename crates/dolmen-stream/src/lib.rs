@@ -36,6 +36,7 @@
 pub mod kafka;
 pub mod kinesis;
 pub mod memory;
+pub mod seekable;
 pub mod spec;
 pub mod supplier;
 pub mod task;
