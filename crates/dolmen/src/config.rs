@@ -18,6 +18,7 @@
 //! | | | `service.audit.manager.auditHistoryMillis` | 604800000 (one week) |
 //! | | | `service.coordinator.kill.audit.on`, `service.coordinator.kill.rule.on` (and `.period`, `.durationToRetain`) | true (P1D, P90D) |
 //! | | | `service.coordinator.kill.on` (and `.period`, `.bufferPeriod`, `.durationToRetain`, `.ignoreDurationToRetain`, `.maxSegments`, `.maxInterval`) | false (PT1800S, P30D, P90D, false, 100, P30D) |
+//! | | | `service.kinesis.accessKey`, `service.kinesis.secretKey` (both or neither) | none: the standard AWS credential chain for `shardstream` supervisors |
 //!
 //! `service.emitter` (Druid's `druid.emitter`) is `prometheus` (metrics recorded and served at
 //! `GET /metrics`) or `noop` (nothing recorded, `/metrics` is 404); see `dolmen_metrics`.

@@ -352,3 +352,87 @@ fn shards_split_and_merged_while_ingesting_are_read_exactly_once() {
     });
     assert_eq!(server.count_and_sum("reshard"), (900, sum(0..900)));
 }
+
+#[test]
+fn exactly_once_across_sigkills_splits_and_merges() {
+    let Some(endpoint) = endpoint() else { return };
+    const N: i64 = 3000;
+    let admin = admin(&endpoint);
+    let stream = new_stream(&admin, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path());
+    let mut s = spec(
+        "crashy",
+        &stream,
+        &endpoint,
+        json!({"taskDuration": "PT2S", "completionTimeout": "PT30S"}),
+    );
+    s["spec"]["tuningConfig"]["maxRowsPerSegment"] = json!(300);
+    s["spec"]["tuningConfig"]["repartitionTransitionDuration"] = json!("PT1S");
+    assert_eq!(server.post_json(SUP, &s).0, 200);
+    // Put in the background at a steady pace (~400 records/s), splitting shard 0 after a third
+    // of the records and merging shards 1 and 2 after two thirds.
+    let producer = {
+        let (endpoint, stream) = (endpoint.clone(), stream.clone());
+        std::thread::spawn(move || {
+            let admin = self::admin(&endpoint);
+            for start in (0..N).step_by(100) {
+                if start == N / 3 {
+                    admin.split_shard(&stream, "shardId-000000000000").unwrap();
+                    eprintln!("split shard 0");
+                }
+                if start == 2 * N / 3 {
+                    admin
+                        .merge_shards(&stream, "shardId-000000000001", "shardId-000000000002")
+                        .unwrap();
+                    eprintln!("merged shards 1 and 2");
+                }
+                put(&admin, &stream, start..(start + 100).min(N));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        })
+    };
+    // A small deterministic generator for the kill moments (seed printed for replay).
+    let mut seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("kill schedule seed: {seed}");
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut server = server;
+    // At least six kills, and on until the last record is put (across the split and merge).
+    let mut kill = 0;
+    while kill < 6 || !producer.is_finished() {
+        kill += 1;
+        let wait_ms = 400 + next() % 1200;
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        let (rows, _) = server.count_and_sum("crashy");
+        eprintln!("kill {kill} after {wait_ms} ms ({rows} rows visible)");
+        server.kill9();
+        server = self::server(dir.path());
+    }
+    producer.join().unwrap();
+    server.wait_for_rows("crashy", (N, sum(0..N)), Duration::from_secs(120));
+    // Everything is eventually published once, too.
+    let (code, _) = server.post_json(
+        &format!("{SUP}/crashy/taskGroups/handoff"),
+        &json!({"taskGroupIds": [0]}),
+    );
+    assert_eq!(code, 202);
+    wait_for("every row published", || {
+        assert_eq!(server.count_and_sum("crashy"), (N, sum(0..N)));
+        (published_rows(&server, "crashy") == N).then_some(())
+    });
+    assert_eq!(server.count_and_sum("crashy"), (N, sum(0..N)));
+    // Six shards: the three parents closed and fully read.
+    wait_for("the status listing six shards", || {
+        let (_, st) = server.get_json(&format!("{SUP}/crashy/status"));
+        (st["payload"]["partitions"] == 6).then_some(())
+    });
+}
