@@ -250,8 +250,9 @@ fn latency(url: &str, endpoint: &str, rate: u64, seconds: u64) {
     let ds = format!("lat_{}", stream.replace('-', "_"));
     post_supervisor(&http, url, &spec(&ds, &stream, endpoint));
     // Wait until the supervisor's task reads (a first record visible).
+    let total = rate * seconds;
     admin
-        .put_records(&stream, &[event(u64::MAX / 2, 1)])
+        .put_records(&stream, &[event(total, total + 1)])
         .expect("put");
     let t = Instant::now();
     while count(&http, url, &ds) < 1 {
@@ -259,7 +260,6 @@ fn latency(url: &str, endpoint: &str, rate: u64, seconds: u64) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let batches = Arc::new(Mutex::new(Vec::new()));
-    let total = rate * seconds;
     let producer = {
         let (endpoint, stream, batches) = (endpoint.to_owned(), stream.clone(), batches.clone());
         std::thread::spawn(move || put_steadily(&endpoint, &stream, rate, seconds, &batches))
