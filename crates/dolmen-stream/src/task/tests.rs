@@ -362,6 +362,62 @@ fn payload_round_trips() {
     assert_eq!(StreamTaskSpec::from_json(&v).unwrap(), t);
 }
 
+#[test]
+fn shardstream_payload_carries_druids_kinesis_forms_and_round_trips() {
+    use crate::kinesis::KinesisSequence;
+    let spec = SupervisorSpec::parse(&json!({
+        "type": "shardstream",
+        "spec": {
+            "dataSchema": {
+                "dataSource": "kin",
+                "timestampSpec": {"column": "ts", "format": "millis"},
+                "dimensionsSpec": {"dimensions": ["k"]}
+            },
+            "ioConfig": {"stream": "s", "endpoint": "http://127.0.0.1:4567", "inputFormat": {"type": "json"}}
+        }
+    }))
+    .unwrap();
+    let seq = |d: &str| Offset::Kinesis(KinesisSequence::number(d).unwrap());
+    let t = StreamTaskSpec {
+        id: "k".into(),
+        supervisor_id: "kin".into(),
+        task_group_id: 1,
+        spec,
+        start_offsets: BTreeMap::from([
+            (
+                PartitionKey::Shard("shardId-000000000000".into()),
+                seq("49600000000000000000000000000000000000000000000000000100"),
+            ),
+            (
+                PartitionKey::Shard("shardId-000000000001".into()),
+                Offset::Kinesis(KinesisSequence::EndOfShard),
+            ),
+        ]),
+        end_offsets: None,
+        minimum_message_time: None,
+        maximum_message_time: None,
+    };
+    let v = t.to_json();
+    assert_eq!(v["type"], "index_shardstream");
+    let start = &v["ioConfig"]["startSequenceNumbers"];
+    // The last record read (position - 1), as a string; EOS as Druid writes it.
+    assert_eq!(
+        start["partitionSequenceNumberMap"],
+        json!({"shardId-000000000000": "49600000000000000000000000000000000000000000000000000099",
+               "shardId-000000000001": "EOS"})
+    );
+    assert_eq!(
+        start["exclusivePartitions"],
+        json!(["shardId-000000000000", "shardId-000000000001"])
+    );
+    assert!(start.get("partitionOffsetMap").is_none());
+    assert_eq!(
+        v["ioConfig"]["endSequenceNumbers"]["partitionSequenceNumberMap"]["shardId-000000000000"],
+        json!("NO_END_SEQUENCE_NUMBER")
+    );
+    assert_eq!(StreamTaskSpec::from_json(&v).unwrap(), t);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_hydrants_are_merged_without_changing_what_queries_see() {
     let f = fixture().await;
