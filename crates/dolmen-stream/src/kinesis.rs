@@ -22,11 +22,13 @@
 //! # Latest and earliest
 //! Kinesis has no call that returns a shard's last sequence number. The earliest offset is the
 //! first record at `TRIM_HORIZON` (the shard's starting sequence number when it is empty); the
-//! latest is one past the last record, found by reading forward from the latest found before
-//! (kept per shard by the client; the trim horizon the first time, up to 50 `GetRecords` of
-//! 10,000 records) to the shard's tip, so after the first call it costs a request or two. A
-//! closed shard's latest is `EOS`. (`AT_TIMESTAMP` reads a little back were tried first: kinesalite
-//! never answers an `AT_TIMESTAMP` iterator request with no record after the timestamp.)
+//! latest is one past the last record. The first time for a shard it is found by reading from
+//! `AT_TIMESTAMP` a few seconds back, then further back (a minute, an hour, a day); after that
+//! by reading forward from the latest found before (kept per shard by the client), a request or
+//! two. kinesalite never answers an `AT_TIMESTAMP` iterator request with no record after the
+//! timestamp: when one goes unanswered for 2 s, the client reads from the trim horizon instead
+//! (up to 50 `GetRecords` of 10,000 records) and does not ask `AT_TIMESTAMP` again. A closed
+//! shard's latest is `EOS`.
 //!
 //! # Fetching
 //! [`RecordSupplier::poll`] issues one `GetRecords` (at most `recordsPerFetch` records) per
@@ -40,6 +42,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_sdk_kinesis::Client;
@@ -326,6 +329,9 @@ struct Connection {
     /// Per `stream/shard`, the latest offset found by the last scan that reached the shard's
     /// tip: the next scan starts after it, so finding the latest offset costs a request or two.
     latest_hints: std::sync::Mutex<BTreeMap<String, KinesisSequence>>,
+    /// Set when an `AT_TIMESTAMP` iterator request went unanswered (kinesalite): later latest
+    /// searches read from the trim horizon directly.
+    at_timestamp_hangs: std::sync::atomic::AtomicBool,
 }
 
 impl Connection {
@@ -339,6 +345,7 @@ impl Connection {
             runtime,
             client,
             latest_hints: std::sync::Mutex::new(BTreeMap::new()),
+            at_timestamp_hangs: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -552,10 +559,7 @@ impl Connection {
         if closed {
             return Ok((earliest, KinesisSequence::EndOfShard));
         }
-        // The latest offset: read forward from after the last one found (or from the trim
-        // horizon the first time) to the tip. (Reading from `AT_TIMESTAMP` a little back would
-        // cost less the first time, but kinesalite never answers an `AT_TIMESTAMP` request with
-        // no record after the timestamp.)
+        // The latest offset: read forward from after the last one found to the tip.
         let key = format!("{stream}/{shard_id}");
         let hint = self
             .latest_hints
@@ -576,6 +580,36 @@ impl Connection {
                 .await
                 .ok()
                 .flatten();
+        }
+        // The first time: the last record among those of the last few seconds, minutes,
+        // hours (cheap on a busy shard). kinesalite never answers an `AT_TIMESTAMP` request with
+        // no record after the timestamp: a request without an answer in 2 s ends the search
+        // there, and the shard is read from the trim horizon instead.
+        if from.is_none() && hint.is_none() && !self.at_timestamp_hangs.load(Ordering::Relaxed) {
+            let now = SystemTime::now();
+            for back in [5u64, 60, 3600, 86_400] {
+                let at = now - Duration::from_secs(back);
+                let request = self.iterator(
+                    stream,
+                    shard_id,
+                    ShardIteratorType::AtTimestamp,
+                    None,
+                    Some(at),
+                );
+                let Ok(it) = tokio::time::timeout(Duration::from_secs(2), request).await else {
+                    // Not asked again on this connection.
+                    self.at_timestamp_hangs.store(true, Ordering::Relaxed);
+                    break;
+                };
+                if let Some(last) = self.first_record_from(stream, it?, true).await? {
+                    let latest = last.successor();
+                    self.latest_hints
+                        .lock()
+                        .expect("latest hints lock")
+                        .insert(key, latest.clone());
+                    return Ok((earliest, latest));
+                }
+            }
         }
         let (from, base) = match from {
             Some(it) => (Some(it), hint),
