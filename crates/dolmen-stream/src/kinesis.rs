@@ -240,6 +240,9 @@ pub struct KinesisConfig {
     pub records_per_fetch: i32,
     /// `ioConfig.fetchDelayMillis`: the wait before asking a shard again after an empty fetch.
     pub fetch_delay: Duration,
+    /// `ioConfig.deaggregate`: a KPL aggregated record comes back as its user records (each
+    /// with the aggregate's sequence number and its own partition key; see `crate::kpl`).
+    pub deaggregate: bool,
     /// The bound on each API call.
     pub request_timeout: Duration,
 }
@@ -256,6 +259,7 @@ impl KinesisConfig {
             external_id: None,
             records_per_fetch: DEFAULT_RECORDS_PER_FETCH,
             fetch_delay: DEFAULT_FETCH_DELAY,
+            deaggregate: false,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
@@ -828,6 +832,25 @@ impl KinesisRecordSupplier {
                     let sequence = parse_sequence(r.sequence_number())?;
                     state.position = Some(sequence.successor());
                     state.from_horizon = false;
+                    let timestamp_ms = r
+                        .approximate_arrival_timestamp()
+                        .and_then(|t| t.to_millis().ok());
+                    if connection.config.deaggregate
+                        && let Some(users) = crate::kpl::deaggregate(r.data().as_ref())
+                    {
+                        // All of an aggregate's user records share its sequence number: they
+                        // are read (and committed) together.
+                        records.extend(users.into_iter().map(|u| OrderedRecord {
+                            stream: partition.stream.clone(),
+                            partition: partition.partition.clone(),
+                            offset: sequence.clone(),
+                            key: Some(u.partition_key.into_bytes()),
+                            value: Some(u.data),
+                            headers: Vec::new(),
+                            timestamp_ms,
+                        }));
+                        continue;
+                    }
                     records.push(OrderedRecord {
                         stream: partition.stream.clone(),
                         partition: partition.partition.clone(),

@@ -35,6 +35,7 @@
 
 pub mod kafka;
 pub mod kinesis;
+pub mod kpl;
 pub mod memory;
 pub mod seekable;
 pub mod spec;

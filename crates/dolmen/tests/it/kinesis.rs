@@ -436,3 +436,41 @@ fn exactly_once_across_sigkills_splits_and_merges() {
         (st["payload"]["partitions"] == 6).then_some(())
     });
 }
+
+#[test]
+fn kpl_aggregated_records_are_deaggregated() {
+    let Some(endpoint) = endpoint() else { return };
+    let admin = admin(&endpoint);
+    let stream = new_stream(&admin, 2);
+    // 1,000 events packed 50 to a Kinesis record (as the KPL packs them), then 10 plain ones.
+    let ids: Vec<i64> = (0..1000).collect();
+    let mut records: Vec<(String, Vec<u8>)> = ids
+        .chunks(50)
+        .map(|chunk| {
+            let users: Vec<(String, Vec<u8>)> =
+                chunk.iter().map(|i| (format!("k{i}"), event(*i))).collect();
+            (
+                format!("agg{}", chunk[0]),
+                dolmen_stream::kpl::aggregate(&users),
+            )
+        })
+        .collect();
+    records.extend((1000..1010).map(|i| (format!("k{i}"), event(i))));
+    admin.put_records(&stream, &records).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path());
+    let (code, body) = server.post_json(
+        SUP,
+        &spec("kpl", &stream, &endpoint, json!({"deaggregate": true})),
+    );
+    assert_eq!(code, 200, "{body}");
+    server.wait_for_rows("kpl", (1010, sum(0..1010)), WAIT);
+    let (_, s) = server.get_json(&format!("{SUP}/kpl"));
+    assert_eq!(s["ioConfig"]["deaggregate"], true, "{s}");
+    // Handed off, still exactly once (an aggregate's records share one sequence number).
+    assert_eq!(server.post_empty(&format!("{SUP}/kpl/terminate")).0, 200);
+    wait_for("every row published", || {
+        (published_rows(&server, "kpl") == 1010).then_some(())
+    });
+    assert_eq!(server.count_and_sum("kpl"), (1010, sum(0..1010)));
+}
