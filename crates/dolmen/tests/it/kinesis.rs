@@ -228,6 +228,22 @@ fn shardstream_supervisor_ingests_hands_off_and_answers_every_endpoint() {
     });
     assert_eq!(server.count_and_sum("kin"), (150, sum(0..150)));
 
+    // An update cannot change the supervisor's type (400 naming `type`).
+    let kafka = json!({"type": "logstream", "spec": {
+        "dataSchema": {"dataSource": "kin", "timestampSpec": {"column": "ts", "format": "millis"},
+                       "dimensionsSpec": {"dimensions": ["channel"]}},
+        "ioConfig": {"topic": "t", "inputFormat": {"type": "json"},
+                     "consumerProperties": {"bootstrap.servers": "127.0.0.1:9"}}}});
+    let (code, e) = server.post_json(SUP, &kafka);
+    assert_eq!(code, 400, "{e}");
+    assert!(e["error"].as_str().unwrap().starts_with("type:"), "{e}");
+    // Early handoff of a task group is accepted.
+    let (code, e) = server.post_json(
+        &format!("{SUP}/kin/taskGroups/handoff"),
+        &json!({"taskGroupIds": [0]}),
+    );
+    assert_eq!(code, 202, "{e}");
+
     // Suspend, twice: the second is a 400.
     assert_eq!(server.post_empty(&format!("{SUP}/kin/suspend")).0, 200);
     let (code, e) = server.post_empty(&format!("{SUP}/kin/suspend"));
