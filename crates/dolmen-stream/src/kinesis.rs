@@ -284,9 +284,19 @@ async fn build_client(config: &KinesisConfig) -> Client {
         ))
         .build_https();
     let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http.clone());
-    if let Some(region) = &config.region {
-        loader = loader.region(Region::new(region.clone()));
-    }
+    loader = match &config.region {
+        Some(region) => loader.region(Region::new(region.clone())),
+        // Without one (an emulator's endpoint, or a spec read back without its `region`): the
+        // environment, then the profile, then us-east-1. Instance metadata is not asked: off
+        // EC2 it costs a failed request and a warning for every client a task creates.
+        None => loader.region(
+            aws_config::meta::region::RegionProviderChain::first_try(
+                aws_config::environment::EnvironmentVariableRegionProvider::new(),
+            )
+            .or_else(aws_config::profile::ProfileFileRegionProvider::new())
+            .or_else(Some(Region::new("us-east-1"))),
+        ),
+    };
     if let Some(creds) = &config.credentials {
         loader = loader.credentials_provider(aws_credential_types::Credentials::new(
             creds.access_key.clone(),
