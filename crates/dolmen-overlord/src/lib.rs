@@ -54,7 +54,11 @@ use dolmen_metadata::{
 use dolmen_metrics::{IngestCounts, Metrics};
 use dolmen_storage::{DeepStorage, SegmentCache, SegmentView};
 use dolmen_stream::kafka::KafkaRecordSupplier;
-use dolmen_stream::task::{LogstreamTaskSpec, StreamTaskEnv, TaskControl, run_logstream_task};
+use dolmen_stream::kinesis::KinesisRecordSupplier;
+/// The explicit Kinesis credentials type of [`OverlordConfig::kinesis_credentials`].
+pub use dolmen_stream::kinesis::StaticCredentials as KinesisCredentials;
+use dolmen_stream::spec::StreamKind;
+use dolmen_stream::task::{StreamTaskEnv, StreamTaskSpec, TaskControl, run_stream_task};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -122,6 +126,10 @@ pub struct OverlordConfig {
     /// This worker's category (`service.worker.category`, default `_default_worker_category`),
     /// matched against the worker configuration's category spec.
     pub category: String,
+    /// Credentials of `shardstream` tasks and supervisors (`service.kinesis.accessKey` /
+    /// `secretKey`, Druid's `druid.kinesis.*`); `None` uses the standard AWS chain. Never
+    /// written to a task payload or a log (`Debug` redacts them).
+    pub kinesis_credentials: Option<dolmen_stream::kinesis::StaticCredentials>,
 }
 
 /// Live counters of a running task, by task kind.
@@ -194,8 +202,11 @@ impl Progress {
                         ("PUBLISHING", None) => "PUBLISHING",
                         _ => "BUILD_SEGMENTS",
                     });
-                    p["currentOffsets"] = json!(c.current_offsets());
-                    p["endOffsets"] = json!(c.end_offsets());
+                    p["currentOffsets"] =
+                        dolmen_stream::seekable::offsets_object(&c.current_offsets());
+                    p["endOffsets"] = c
+                        .end_offsets()
+                        .map_or(Value::Null, |e| dolmen_stream::seekable::offsets_object(&e));
                     p["segmentsPublished"] = json!(segments);
                     p["rowsPublished"] = json!(rows);
                 }
@@ -562,6 +573,11 @@ impl Overlord {
         self.finished.subscribe()
     }
 
+    /// The credentials of `shardstream` clients (`service.kinesis.*`); `None`: the AWS chain.
+    pub fn kinesis_credentials(&self) -> Option<dolmen_stream::kinesis::StaticCredentials> {
+        self.config.kinesis_credentials.clone()
+    }
+
     /// The control handle of a live `index_logstream` task (its offsets, end offsets, row
     /// counters); `None` once it finished or for other task types.
     pub fn stream_control(&self, id: &str) -> Option<Arc<TaskControl>> {
@@ -577,7 +593,7 @@ impl Overlord {
     async fn run_logstream(
         &self,
         id: &str,
-        spec: &LogstreamTaskSpec,
+        spec: &StreamTaskSpec,
         cancel: &CancellationToken,
         control: &Arc<TaskControl>,
     ) -> Result<usize, IngestError> {
@@ -604,12 +620,22 @@ impl Overlord {
             runtime: tokio::runtime::Handle::current(),
         };
         let spec = spec.clone();
+        let credentials = self.config.kinesis_credentials.clone();
         let span = tracing::Span::current();
         let n = tokio::task::spawn_blocking(move || {
-            span.in_scope(|| {
-                let supplier = KafkaRecordSupplier::new(&spec.spec.io.consumer_properties)
+            span.in_scope(|| match spec.spec.kind {
+                StreamKind::Logstream => {
+                    let supplier = KafkaRecordSupplier::new(&spec.spec.io.consumer_properties)
+                        .map_err(|e| IngestError::Runtime(e.to_string()))?;
+                    run_stream_task(&env, &spec, supplier)
+                }
+                StreamKind::Shardstream => {
+                    let supplier = KinesisRecordSupplier::new(
+                        kinesis_config(&spec.spec, credentials).map_err(IngestError::Runtime)?,
+                    )
                     .map_err(|e| IngestError::Runtime(e.to_string()))?;
-                run_logstream_task(&env, &spec, supplier)
+                    run_stream_task(&env, &spec, supplier)
+                }
             })
         })
         .await
@@ -1174,6 +1200,23 @@ impl Overlord {
     }
 }
 
+/// The Kinesis client configuration of a `shardstream` spec with the runtime `credentials`
+/// (`None`: the standard AWS chain).
+///
+/// # Errors
+/// A message when the spec is not a `shardstream` one.
+pub fn kinesis_config(
+    spec: &dolmen_stream::spec::SupervisorSpec,
+    credentials: Option<dolmen_stream::kinesis::StaticCredentials>,
+) -> Result<dolmen_stream::kinesis::KinesisConfig, String> {
+    let io = spec
+        .io
+        .kinesis
+        .as_ref()
+        .ok_or("ioConfig: not a shardstream ioConfig")?;
+    Ok(io.kinesis_config(credentials))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -1212,6 +1255,7 @@ mod tests {
                 port: 8888,
                 metrics: Metrics::default(),
                 category: worker_config::DEFAULT_WORKER_CATEGORY.into(),
+                kinesis_credentials: None,
             },
         )
         .await

@@ -11,7 +11,7 @@ use dolmen_common::Interval;
 use dolmen_common::time::{format_iso_millis, parse_iso_instant};
 use dolmen_ingest::IndexTaskSpec;
 use dolmen_ingest::spec::{validate_data_source_name, validate_task_id};
-use dolmen_stream::task::LogstreamTaskSpec;
+use dolmen_stream::task::StreamTaskSpec;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -35,7 +35,7 @@ pub enum TaskSpec {
     Controller(Box<ControllerSpec>),
     /// `index_logstream`: a streaming task reading Kafka partitions (created by a `logstream`
     /// supervisor, see [`crate::supervisor`]).
-    Logstream(Box<LogstreamTaskSpec>),
+    Logstream(Box<StreamTaskSpec>),
     /// `compact`: rewrites the segments of an interval (see [`crate::compact`]).
     Compact(Box<CompactTaskSpec>),
 }
@@ -183,11 +183,13 @@ impl TaskSpec {
             crate::compact::TASK_TYPE => {
                 CompactTaskSpec::from_json(payload).map(|s| TaskSpec::Compact(Box::new(s)))
             }
-            dolmen_stream::task::TASK_TYPE => LogstreamTaskSpec::from_json(payload)
-                .map(|s| TaskSpec::Logstream(Box::new(s)))
-                .map_err(OverlordError::InvalidTask),
+            dolmen_stream::task::TASK_TYPE | dolmen_stream::task::SHARDSTREAM_TASK_TYPE => {
+                StreamTaskSpec::from_json(payload)
+                    .map(|s| TaskSpec::Logstream(Box::new(s)))
+                    .map_err(OverlordError::InvalidTask)
+            }
             other => Err(OverlordError::InvalidTask(format!(
-                "type: unsupported task type [{other}]; supported: index_parallel, index, kill, query_controller, index_logstream, compact"
+                "type: unsupported task type [{other}]; supported: index_parallel, index, kill, query_controller, index_logstream, index_shardstream, compact"
             ))),
         }
     }
@@ -198,7 +200,7 @@ impl TaskSpec {
             TaskSpec::Index(s) => &s.task_type,
             TaskSpec::Kill(s) => &s.task_type,
             TaskSpec::Controller(s) => &s.task_type,
-            TaskSpec::Logstream(_) => dolmen_stream::task::TASK_TYPE,
+            TaskSpec::Logstream(s) => dolmen_stream::task::task_type(s.spec.kind),
             TaskSpec::Compact(s) => &s.task_type,
         }
     }

@@ -1,5 +1,15 @@
 //! The supervisor manager: long-running managers of streaming tasks, one per `logstream`
-//! supervisor (Druid's `SupervisorManager` and `SeekableStreamSupervisor`).
+//! (Kafka) or `shardstream` (Kinesis) supervisor (Druid's `SupervisorManager` and
+//! `SeekableStreamSupervisor`). Both kinds run the same code over the seekable-stream core's
+//! [`PartitionKey`] → [`Offset`] maps (ADR 0024); what differs is the stream client
+//! ([`StreamProbe`]) and the JSON forms of offsets (`dolmen_stream::seekable`).
+//!
+//! **Resharding** (Kinesis): a closed shard is read to its end (`EOS`); a shard whose parents
+//! are not yet fully read (their offset, stored or at the end of a publishing group, is not
+//! `EOS`) gets no task; a group reading a shard that reached its end while one of its children
+//! waits hands off at once, so children start within one `period`. Children start at their
+//! earliest record (Druid reads subsequently discovered shards from the trim horizon). Stored
+//! `EOS` offsets of shards that left the stream (expired) are dropped from the metadata.
 //!
 //! **Persistence.** Every create, update, suspend, resume and terminate stores a new version of
 //! the spec in the metadata store before the API answers (the history); a terminated
@@ -39,9 +49,13 @@ use std::time::Duration;
 use dolmen_common::time::{format_iso_millis, now_millis};
 use dolmen_metadata::{MetadataStore, StreamOffsets, SupervisorRecord, TaskState};
 use dolmen_stream::kafka::KafkaRecordSupplier;
-use dolmen_stream::spec::SupervisorSpec;
+use dolmen_stream::kinesis::KinesisRecordSupplier;
+use dolmen_stream::seekable::{
+    Core, Offset, PartitionKey, offset_from_json, offsets_object, partition_from_str,
+};
+use dolmen_stream::spec::{StreamKind, SupervisorSpec};
 use dolmen_stream::supplier::{RecordSupplier, StreamPartition};
-use dolmen_stream::task::{LogstreamTaskSpec, offsets_from_json};
+use dolmen_stream::task::{StreamTaskSpec, offsets_from_json};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -100,10 +114,13 @@ struct Supervisor {
 struct Group {
     id: u32,
     tasks: Vec<String>,
-    start: BTreeMap<i32, i64>,
-    end: Option<BTreeMap<i32, i64>>,
+    start: BTreeMap<PartitionKey, Offset>,
+    end: Option<BTreeMap<PartitionKey, Offset>>,
     started_ms: i64,
     publishing_since_ms: Option<i64>,
+    /// When the group must hand off early because shards it should read appeared after it
+    /// started (Kinesis resharding: `repartitionTransitionDuration` after they were seen).
+    stop_by_ms: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -112,8 +129,10 @@ struct RunState {
     connected_once: bool,
     failed_runs: u32,
     failed_tasks: u32,
-    partitions: Vec<i32>,
-    latest: BTreeMap<i32, i64>,
+    partitions: Vec<PartitionKey>,
+    latest: BTreeMap<PartitionKey, Offset>,
+    /// Kinesis: each shard's parents (empty for Kafka and for original shards).
+    parents: BTreeMap<PartitionKey, Vec<PartitionKey>>,
     offsets_last_updated_ms: Option<i64>,
     reading: BTreeMap<u32, Group>,
     publishing: Vec<Group>,
@@ -134,6 +153,7 @@ impl RunState {
             failed_tasks: 0,
             partitions: Vec::new(),
             latest: BTreeMap::new(),
+            parents: BTreeMap::new(),
             offsets_last_updated_ms: None,
             reading: BTreeMap::new(),
             publishing: Vec::new(),
@@ -242,16 +262,17 @@ impl SupervisorManager {
         skip_restart_if_unmodified: bool,
     ) -> Result<SubmitOutcome, OverlordError> {
         let spec = SupervisorSpec::parse(body).map_err(|e| OverlordError::InvalidTask(e.0))?;
-        if spec.kind == dolmen_stream::spec::StreamKind::Shardstream {
-            // The spec is understood (and validated above), but the supervisor and the
-            // streaming task read Kafka only so far (issue 24, ADR 0023).
-            return Err(OverlordError::InvalidTask(
-                "type: [shardstream] supervisors (Kinesis) cannot run yet: the supervisor reads logstream (Kafka) only".into(),
-            ));
-        }
         let existing = self.get(&spec.id).ok();
         if let Some(sup) = &existing {
             let old = sup.spec.lock().expect("spec lock").clone();
+            if old.kind != spec.kind {
+                return Err(OverlordError::InvalidTask(format!(
+                    "type: cannot update supervisor [{}] from [{}] to [{}]",
+                    spec.id,
+                    old.kind.type_name(),
+                    spec.kind.type_name()
+                )));
+            }
             if old.data_source != spec.data_source {
                 return Err(OverlordError::InvalidTask(format!(
                     "Cannot update supervisor [{}]: its datasource cannot change from [{}] to [{}]",
@@ -459,10 +480,16 @@ impl SupervisorManager {
         let _run = sup.run.lock().await;
         let spec = sup.spec.lock().expect("spec lock").clone();
         let bad = |m: String| OverlordError::InvalidTask(m);
+        let kind = spec.kind;
         let ty = body.get("type").and_then(Value::as_str).unwrap_or("");
-        if ty != "logstream" && ty != "kafka" {
+        let accepted = match kind {
+            StreamKind::Logstream => ["logstream", "kafka"],
+            StreamKind::Shardstream => ["shardstream", "kinesis"],
+        };
+        if !accepted.contains(&ty) {
             return Err(bad(format!(
-                "type: must match the supervisor's type [logstream], got [{ty}]"
+                "type: must match the supervisor's type [{}], got [{ty}]",
+                kind.type_name()
             )));
         }
         let parts = body
@@ -483,32 +510,36 @@ impl SupervisorManager {
                 spec.io.topic
             )));
         }
+        // Kafka's form names the map `partitionOffsetMap` (or Druid's newer
+        // `partitionSequenceNumberMap`); Kinesis's only `partitionSequenceNumberMap`.
+        let map_name = match kind {
+            StreamKind::Logstream => "partitionOffsetMap",
+            StreamKind::Shardstream => "partitionSequenceNumberMap",
+        };
         let map = parts
-            .get("partitionOffsetMap")
-            .or_else(|| parts.get("partitionSequenceNumberMap"))
+            .get(map_name)
+            .or_else(|| {
+                (kind == StreamKind::Logstream)
+                    .then(|| parts.get("partitionSequenceNumberMap"))
+                    .flatten()
+            })
             .and_then(Value::as_object)
-            .ok_or_else(|| bad("partitions.partitionOffsetMap: missing".into()))?;
+            .ok_or_else(|| bad(format!("partitions.{map_name}: missing")))?;
         if map.is_empty() {
-            return Err(bad(
-                "partitions.partitionOffsetMap: must name at least one partition".into(),
-            ));
+            return Err(bad(format!(
+                "partitions.{map_name}: must name at least one partition"
+            )));
         }
-        let mut moved: BTreeMap<i32, i64> = BTreeMap::new();
+        let mut moved: BTreeMap<PartitionKey, Offset> = BTreeMap::new();
         for (p, o) in map {
-            let part: i32 = p.parse().ok().filter(|p| *p >= 0).ok_or_else(|| {
-                bad(format!(
-                    "partitions.partitionOffsetMap: bad partition [{p}]"
-                ))
-            })?;
-            let off = o.as_i64().filter(|o| *o >= 0).ok_or_else(|| {
-                bad(format!(
-                    "partitions.partitionOffsetMap.{p}: must be a non-negative offset, got {o}"
-                ))
-            })?;
+            let part = partition_from_str(kind, p)
+                .map_err(|e| bad(format!("partitions.{map_name}: {e}")))?;
+            let off = offset_from_json(kind, o)
+                .map_err(|e| bad(format!("partitions.{map_name}.{p}: {e}")))?;
             moved.insert(part, off);
         }
-        let task_count = spec.io.task_count.max(1) as i32;
-        let groups: BTreeSet<u32> = moved.keys().map(|p| (p % task_count) as u32).collect();
+        let task_count = spec.io.task_count.max(1);
+        let groups: BTreeSet<u32> = moved.keys().map(|p| p.task_group(task_count)).collect();
         // Stop the groups reading these partitions first, then move the offsets.
         self.stop_groups(&sup, |g| groups.contains(&g));
         for _ in 0..5 {
@@ -518,7 +549,8 @@ impl SupervisorManager {
                 partitions: BTreeMap::new(),
             });
             for (p, o) in &moved {
-                next.partitions.insert(p.to_string(), json!(o));
+                next.partitions
+                    .insert(p.to_string(), dolmen_stream::seekable::offset_to_json(o));
             }
             match self
                 .metadata
@@ -590,6 +622,13 @@ impl SupervisorManager {
 
     /// The status report (`GET /{id}/status`).
     ///
+    /// Offsets are in the kind's JSON form (`dolmen_stream::seekable`). Lag: Kafka's is in
+    /// records (`minimumLag`, `aggregateLag`, each task's `lag`); Kinesis sequence numbers are
+    /// not contiguous, so a shardstream report gives the time lag Kinesis reports
+    /// (`millisBehindLatest` of the tasks' last reads) as `minimumLagMillis` and
+    /// `aggregateLagMillis` and each task's `lag` in ms, plus the record lag where it is known
+    /// to be zero (caught up) in `minimumLag`.
+    ///
     /// # Errors
     /// [`OverlordError::NotFound`] for an unknown id.
     pub fn status(&self, id: &str) -> Result<Value, OverlordError> {
@@ -598,19 +637,36 @@ impl SupervisorManager {
         let st = sup.state.lock().expect("state lock");
         let (state, detailed, healthy) = effective_state(&spec, &st);
         let now = now_millis();
-        let key = |m: &BTreeMap<i32, i64>| -> Value {
-            Value::Object(m.iter().map(|(p, o)| (p.to_string(), json!(o))).collect())
-        };
-        let mut current_all: BTreeMap<i32, i64> = BTreeMap::new();
-        let task_obj = |g: &Group, t: &str, kind: &str| -> (Value, BTreeMap<i32, i64>) {
+        let kind = spec.kind;
+        let key = offsets_object;
+        let mut current_all: BTreeMap<PartitionKey, Offset> = BTreeMap::new();
+        let mut millis_all: BTreeMap<PartitionKey, i64> = BTreeMap::new();
+        let task_obj = |g: &Group, t: &str, state_name: &str| {
             let control = self.overlord.stream_control(t);
             let current = control
                 .as_ref()
                 .map_or_else(|| g.start.clone(), |c| c.current_offsets());
-            let lag: BTreeMap<i32, i64> = current
-                .iter()
-                .map(|(p, o)| (*p, (st.latest.get(p).copied().unwrap_or(*o) - o).max(0)))
-                .collect();
+            let millis = control
+                .as_ref()
+                .map(|c| c.millis_behind_latest())
+                .unwrap_or_default();
+            let lag: Value = match kind {
+                StreamKind::Logstream => Value::Object(
+                    current
+                        .iter()
+                        .filter_map(|(p, o)| {
+                            let l = st.latest.get(p).unwrap_or(o);
+                            Some((p.to_string(), json!(o.record_lag(l)?)))
+                        })
+                        .collect(),
+                ),
+                StreamKind::Shardstream => Value::Object(
+                    millis
+                        .iter()
+                        .map(|(p, ms)| (p.to_string(), json!(ms)))
+                        .collect(),
+                ),
+            };
             let remaining = ((g.started_ms + spec.io.task_duration_ms - now) / 1000).max(0);
             (
                 json!({
@@ -618,20 +674,27 @@ impl SupervisorManager {
                     "startingOffsets": key(&g.start),
                     "startTime": format_iso_millis(g.started_ms),
                     "remainingSeconds": remaining,
-                    "type": kind,
+                    "type": state_name,
                     "currentOffsets": key(&current),
-                    "lag": key(&lag),
+                    "lag": lag,
                 }),
                 current,
+                millis,
             )
         };
         let mut active = Vec::new();
         for g in st.reading.values() {
             for t in &g.tasks {
-                let (v, cur) = task_obj(g, t, "ACTIVE");
+                let (v, cur, millis) = task_obj(g, t, "ACTIVE");
                 for (p, o) in cur {
-                    let e = current_all.entry(p).or_insert(o);
-                    *e = (*e).max(o);
+                    let e = current_all.entry(p).or_insert_with(|| o.clone());
+                    if o > *e {
+                        *e = o;
+                    }
+                }
+                for (p, ms) in millis {
+                    let e = millis_all.entry(p).or_insert(ms);
+                    *e = (*e).min(ms);
                 }
                 active.push(v);
             }
@@ -643,28 +706,40 @@ impl SupervisorManager {
             .map(|(g, t)| task_obj(g, t, "PUBLISHING").0)
             .collect();
         let minimum_lag = minimum_lag(&st.latest, &current_all);
-        let aggregate: i64 = minimum_lag.values().sum();
+        let mut payload = json!({
+            "dataSource": spec.data_source,
+            "stream": spec.io.topic,
+            "partitions": st.partitions.len(),
+            "replicas": spec.io.replicas,
+            "durationSeconds": spec.io.task_duration_ms / 1000,
+            "activeTasks": active,
+            "publishingTasks": publishing,
+            "latestOffsets": key(&st.latest),
+            "minimumLag": Value::Object(minimum_lag.iter().map(|(p, l)| (p.to_string(), json!(l))).collect()),
+            "aggregateLag": match kind {
+                StreamKind::Logstream => json!(minimum_lag.values().sum::<i64>()),
+                StreamKind::Shardstream => Value::Null,
+            },
+            "offsetsLastUpdated": st.offsets_last_updated_ms.map(format_iso_millis),
+            "suspended": spec.suspended,
+            "healthy": healthy,
+            "state": state,
+            "detailedState": detailed,
+            "recentErrors": st.recent_errors.iter().cloned().collect::<Vec<_>>(),
+        });
+        if kind == StreamKind::Shardstream {
+            payload["minimumLagMillis"] = Value::Object(
+                millis_all
+                    .iter()
+                    .map(|(p, ms)| (p.to_string(), json!(ms)))
+                    .collect(),
+            );
+            payload["aggregateLagMillis"] = json!(millis_all.values().sum::<i64>());
+        }
         Ok(json!({
             "id": id,
             "generationTime": format_iso_millis(now),
-            "payload": {
-                "dataSource": spec.data_source,
-                "stream": spec.io.topic,
-                "partitions": st.partitions.len(),
-                "replicas": spec.io.replicas,
-                "durationSeconds": spec.io.task_duration_ms / 1000,
-                "activeTasks": active,
-                "publishingTasks": publishing,
-                "latestOffsets": key(&st.latest),
-                "minimumLag": key(&minimum_lag),
-                "aggregateLag": aggregate,
-                "offsetsLastUpdated": st.offsets_last_updated_ms.map(format_iso_millis),
-                "suspended": spec.suspended,
-                "healthy": healthy,
-                "state": state,
-                "detailedState": detailed,
-                "recentErrors": st.recent_errors.iter().cloned().collect::<Vec<_>>(),
-            }
+            "payload": payload,
         }))
     }
 
@@ -683,14 +758,15 @@ impl SupervisorManager {
         let mut out = Vec::new();
         for sup in sups {
             let spec = sup.spec.lock().expect("spec lock").clone();
-            if spec.suspended {
+            // Record lag is a Kafka metric (`ingest/kafka/lag`): Kinesis lag is in time.
+            if spec.suspended || spec.kind != StreamKind::Logstream {
                 continue;
             }
             let st = sup.state.lock().expect("state lock");
             if st.latest.is_empty() {
                 continue;
             }
-            let mut current: BTreeMap<i32, i64> = BTreeMap::new();
+            let mut current: BTreeMap<PartitionKey, Offset> = BTreeMap::new();
             for g in st.reading.values() {
                 for t in &g.tasks {
                     let offsets = self
@@ -698,15 +774,23 @@ impl SupervisorManager {
                         .stream_control(t)
                         .map_or_else(|| g.start.clone(), |c| c.current_offsets());
                     for (p, o) in offsets {
-                        let e = current.entry(p).or_insert(o);
-                        *e = (*e).max(o);
+                        let e = current.entry(p).or_insert_with(|| o.clone());
+                        if o > *e {
+                            *e = o;
+                        }
                     }
                 }
             }
             out.push(dolmen_metrics::StreamLag {
                 data_source: spec.data_source.clone(),
                 stream: spec.io.topic.clone(),
-                partitions: minimum_lag(&st.latest, &current),
+                partitions: minimum_lag(&st.latest, &current)
+                    .into_iter()
+                    .filter_map(|(p, l)| match p {
+                        PartitionKey::Kafka(p) => Some((p, l)),
+                        PartitionKey::Shard(_) => None,
+                    })
+                    .collect(),
             });
         }
         out
@@ -787,8 +871,10 @@ impl SupervisorManager {
         for t in &group.tasks {
             if let Some(c) = self.overlord.stream_control(t) {
                 for (p, o) in c.current_offsets() {
-                    let e = end.entry(p).or_insert(o);
-                    *e = (*e).max(o);
+                    let e = end.entry(p).or_insert_with(|| o.clone());
+                    if o > *e {
+                        *e = o;
+                    }
                 }
             }
         }
@@ -800,8 +886,10 @@ impl SupervisorManager {
             for t in &group.tasks {
                 if let Some(c) = self.overlord.stream_control(t) {
                     for (p, o) in c.set_end_offsets(&end) {
-                        let e = end.entry(p).or_insert(o);
-                        *e = (*e).max(o);
+                        let e = end.entry(p).or_insert_with(|| o.clone());
+                        if o > *e {
+                            *e = o;
+                        }
                     }
                 }
             }
@@ -845,7 +933,7 @@ impl SupervisorManager {
             () = tokio::time::sleep(Duration::from_millis(start_delay.max(0) as u64)) => {}
             () = sup.stop.cancelled() => return,
         }
-        let mut supplier: Option<KafkaRecordSupplier> = None;
+        let mut supplier: Option<StreamProbe> = None;
         loop {
             supplier = {
                 let _run = sup.run.lock().await;
@@ -877,30 +965,18 @@ impl SupervisorManager {
     async fn run_once(
         &self,
         sup: &Arc<Supervisor>,
-        supplier: Option<KafkaRecordSupplier>,
-    ) -> Option<KafkaRecordSupplier> {
+        supplier: Option<StreamProbe>,
+    ) -> Option<StreamProbe> {
         let spec = sup.spec.lock().expect("spec lock").clone();
         // 1. The stream: partitions and latest offsets (blocking client calls).
-        let props = spec.io.consumer_properties.clone();
-        let topic = spec.io.topic.clone();
+        let probe_spec = spec.clone();
+        let credentials = self.overlord.kinesis_credentials();
         let probe = tokio::task::spawn_blocking(move || {
             let s = match supplier {
-                Some(s) => s,
-                None => KafkaRecordSupplier::new(&props)
-                    .map_err(|e| e.to_string())?
-                    .with_request_timeout(Duration::from_secs(5)),
+                Some(s) if s.kind() == probe_spec.kind => s,
+                _ => StreamProbe::new(&probe_spec, credentials)?,
             };
-            let result = (|| {
-                let parts = s.partition_ids(&topic).map_err(|e| e.to_string())?;
-                let mut latest = BTreeMap::new();
-                let mut earliest = BTreeMap::new();
-                for p in &parts {
-                    let sp = StreamPartition::new(topic.clone(), *p);
-                    latest.insert(*p, s.latest_offset(&sp).map_err(|e| e.to_string())?);
-                    earliest.insert(*p, s.earliest_offset(&sp).map_err(|e| e.to_string())?);
-                }
-                Ok::<_, String>((parts, latest, earliest))
-            })();
+            let result = s.probe(&probe_spec.io.topic);
             Ok::<_, String>((s, result))
         })
         .await;
@@ -909,7 +985,7 @@ impl SupervisorManager {
             Ok(Err(e)) => (None, Err(e)),
             Err(e) => (None, Err(format!("stream client thread failed: {e}"))),
         };
-        let (partitions, latest, earliest) = match probed {
+        let (partitions, latest, earliest, parents) = match probed {
             Ok(x) => x,
             Err(e) => {
                 {
@@ -921,7 +997,11 @@ impl SupervisorManager {
                         "UNABLE_TO_CONNECT_TO_STREAM"
                     };
                     tracing::warn!(error = %e, "cannot reach the stream");
-                    st.error("org.apache.kafka.common.errors.TimeoutException", e, true);
+                    let class = match spec.kind {
+                        StreamKind::Logstream => "org.apache.kafka.common.errors.TimeoutException",
+                        StreamKind::Shardstream => "com.amazonaws.SdkClientException",
+                    };
+                    st.error(class, e, true);
                 }
                 // Tasks are still tracked (step 2) so that finished ones are forgotten.
                 self.track_tasks(sup).await;
@@ -934,8 +1014,12 @@ impl SupervisorManager {
             st.connected_once = true;
             st.partitions = partitions.clone();
             st.latest = latest;
+            st.parents = parents.clone();
             st.offsets_last_updated_ms = Some(now_millis());
         }
+        // Parents of some listed shard: a group that has read one of them to its end hands
+        // off at once, so the children start within this run.
+        let parent_set: BTreeSet<PartitionKey> = parents.values().flatten().cloned().collect();
         // 2. Finished tasks.
         self.track_tasks(sup).await;
         // 3. Durations, early handoff, completion timeouts.
@@ -946,7 +1030,10 @@ impl SupervisorManager {
                 .reading
                 .values()
                 .filter(|g| {
-                    now - g.started_ms >= spec.io.task_duration_ms || st.handoff.contains(&g.id)
+                    now - g.started_ms >= spec.io.task_duration_ms
+                        || g.stop_by_ms.is_some_and(|t| now >= t)
+                        || st.handoff.contains(&g.id)
+                        || self.read_a_parent_to_its_end(g, &parent_set)
                 })
                 .map(|g| g.id)
                 .collect();
@@ -1004,7 +1091,7 @@ impl SupervisorManager {
         let stored_offsets = stored
             .as_ref()
             .filter(|s| s.stream == spec.io.topic)
-            .map(offsets_from_json)
+            .map(|s| offsets_from_json(spec.kind, s))
             .unwrap_or_default();
         if stored.as_ref().is_some_and(|s| s.stream != spec.io.topic) {
             let mut st = sup.state.lock().expect("state lock");
@@ -1020,42 +1107,106 @@ impl SupervisorManager {
             );
             return supplier;
         }
+        if let Some(stored) = stored.as_ref().filter(|s| s.stream == spec.io.topic) {
+            self.drop_expired_shards(&spec, stored, &partitions).await;
+        }
         let task_count = spec.io.task_count.max(1);
-        let mut to_create: Vec<(u32, BTreeMap<i32, i64>)> = Vec::new();
+        let mut to_create: Vec<(u32, BTreeMap<PartitionKey, Offset>)> = Vec::new();
         {
-            let st = sup.state.lock().expect("state lock");
+            let mut st = sup.state.lock().expect("state lock");
             let latest = st.latest.clone();
+            // Where each partition stands: the end of a group still publishing it, else the
+            // stored offset.
+            let known = |p: &PartitionKey| -> Option<Offset> {
+                st.publishing
+                    .iter()
+                    .filter_map(|gr| gr.end.as_ref()?.get(p).cloned())
+                    .max()
+                    .or_else(|| stored_offsets.get(p).cloned())
+            };
+            let listed: BTreeSet<&PartitionKey> = partitions.iter().collect();
+            // Reading groups that lack a partition they should read (a shard that appeared, or
+            // whose parents were read to their end, after they started) stop after
+            // `repartitionTransitionDuration` (Druid's Kinesis supervisor), so the next group of
+            // the same id reads it.
+            let ready = |p: &PartitionKey| -> bool {
+                if known(p).is_some_and(|o| o.is_end_of_partition()) {
+                    return false;
+                }
+                parents
+                    .get(p)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .all(|parent| {
+                        !listed.contains(parent)
+                            || known(parent).is_some_and(|o| o.is_end_of_partition())
+                    })
+            };
+            let transition_ms = spec
+                .tuning
+                .kinesis
+                .as_ref()
+                .map_or(0, |k| k.repartition_transition_ms);
+            let now = now_millis();
+            let lacking: Vec<u32> = st
+                .reading
+                .values()
+                .filter(|group| {
+                    group.stop_by_ms.is_none()
+                        && partitions.iter().any(|p| {
+                            p.task_group(task_count) == group.id
+                                && !group.start.contains_key(p)
+                                && ready(p)
+                        })
+                })
+                .map(|group| group.id)
+                .collect();
             for g in 0..task_count {
                 if st.reading.contains_key(&g) {
                     continue;
                 }
-                let parts: Vec<i32> = partitions
-                    .iter()
-                    .copied()
-                    .filter(|p| (*p as u32) % task_count == g)
-                    .collect();
-                if parts.is_empty() {
-                    continue;
-                }
                 let mut start = BTreeMap::new();
-                for p in parts {
-                    let pending_end = st
-                        .publishing
-                        .iter()
-                        .filter_map(|gr| gr.end.as_ref()?.get(&p).copied())
-                        .max();
-                    let o = pending_end
-                        .or_else(|| stored_offsets.get(&p).copied())
-                        .unwrap_or_else(|| {
-                            if spec.io.use_earliest_offset {
-                                earliest.get(&p).copied().unwrap_or(0)
-                            } else {
-                                latest.get(&p).copied().unwrap_or(0)
-                            }
-                        });
-                    start.insert(p, o);
+                for p in partitions.iter().filter(|p| p.task_group(task_count) == g) {
+                    let at = known(p);
+                    // A closed shard read to its end has nothing left.
+                    if at.as_ref().is_some_and(Offset::is_end_of_partition) {
+                        continue;
+                    }
+                    // Children only after their parents are fully read (a parent that left
+                    // the stream has expired: nothing of it can be read any more).
+                    let parents = parents.get(p).map(Vec::as_slice).unwrap_or_default();
+                    let waiting = parents.iter().any(|parent| {
+                        listed.contains(parent)
+                            && !known(parent).is_some_and(|o| o.is_end_of_partition())
+                    });
+                    if waiting {
+                        continue;
+                    }
+                    let from_earliest = spec.io.use_earliest_offset || !parents.is_empty();
+                    let o = at.or_else(|| {
+                        if from_earliest {
+                            earliest.get(p).cloned()
+                        } else {
+                            latest.get(p).cloned()
+                        }
+                    });
+                    if let Some(o) = o {
+                        start.insert(p.clone(), o);
+                    }
                 }
-                to_create.push((g, start));
+                if !start.is_empty() {
+                    to_create.push((g, start));
+                }
+            }
+            for g in lacking {
+                if let Some(group) = st.reading.get_mut(&g) {
+                    tracing::info!(
+                        group = g,
+                        "new shards to read: the group hands off after repartitionTransitionDuration"
+                    );
+                    group.stop_by_ms = Some(now + transition_ms);
+                }
             }
         }
         for (g, start) in to_create {
@@ -1157,7 +1308,7 @@ impl SupervisorManager {
         sup: &Arc<Supervisor>,
         spec: &SupervisorSpec,
         g: u32,
-        start: BTreeMap<i32, i64>,
+        start: BTreeMap<PartitionKey, Offset>,
     ) -> Result<(), OverlordError> {
         let now = now_millis();
         let min_time = spec
@@ -1172,11 +1323,11 @@ impl SupervisorManager {
         for _ in 0..spec.io.replicas.max(1) {
             let id = format!(
                 "{}_{}_{}",
-                dolmen_stream::task::TASK_TYPE,
+                dolmen_stream::task::task_type(spec.kind),
                 sup.id,
                 crate::spec::random_suffix()
             );
-            let task = LogstreamTaskSpec {
+            let task = StreamTaskSpec {
                 id: id.clone(),
                 supervisor_id: sup.id.clone(),
                 task_group_id: g,
@@ -1204,9 +1355,147 @@ impl SupervisorManager {
                 end: None,
                 started_ms: now,
                 publishing_since_ms: None,
+                stop_by_ms: None,
             },
         );
         Ok(())
+    }
+}
+
+impl SupervisorManager {
+    /// Whether a task of reading group `g` has read one of `parents` (shards some listed shard
+    /// descends from) to its end: the group should hand off so the children can start.
+    fn read_a_parent_to_its_end(&self, g: &Group, parents: &BTreeSet<PartitionKey>) -> bool {
+        if parents.is_empty() {
+            return false;
+        }
+        g.tasks.iter().any(|t| {
+            self.overlord.stream_control(t).is_some_and(|c| {
+                c.current_offsets()
+                    .iter()
+                    .any(|(p, o)| o.is_end_of_partition() && parents.contains(p))
+            })
+        })
+    }
+
+    /// Drops the stored `EOS` offsets of shards no longer in the stream (expired after
+    /// resharding: Druid's `cleanupClosedAndExpiredPartitions`), so the stored offsets do not
+    /// grow with every reshard. Best effort: a conflicting commit makes it wait for the next
+    /// run.
+    async fn drop_expired_shards(
+        &self,
+        spec: &SupervisorSpec,
+        stored: &StreamOffsets,
+        partitions: &[PartitionKey],
+    ) {
+        if spec.kind != StreamKind::Shardstream || partitions.is_empty() {
+            return;
+        }
+        let listed: BTreeSet<String> = partitions.iter().map(ToString::to_string).collect();
+        let mut next = stored.clone();
+        next.partitions.retain(|p, o| {
+            listed.contains(p)
+                || !offset_from_json(spec.kind, o).is_ok_and(|o| o.is_end_of_partition())
+        });
+        if next.partitions.len() == stored.partitions.len() {
+            return;
+        }
+        match self
+            .metadata
+            .set_stream_offsets(&spec.data_source, Some(&Some(stored.clone())), Some(&next))
+            .await
+        {
+            Ok(()) => tracing::info!(
+                dropped = stored.partitions.len() - next.partitions.len(),
+                "dropped the stored offsets of expired, fully read shards"
+            ),
+            Err(e) => {
+                tracing::debug!(error = %e, "stored offsets changed; expired shards stay until the next run")
+            }
+        }
+    }
+}
+
+/// The supervisor's client of the stream: partitions, their earliest and latest offsets, and
+/// (Kinesis) each shard's parents.
+#[derive(Debug)]
+enum StreamProbe {
+    Kafka(Core<KafkaRecordSupplier>),
+    Kinesis(Core<KinesisRecordSupplier>),
+}
+
+/// What one probe of the stream found: partitions, latest and earliest offsets, parents.
+type Probed = (
+    Vec<PartitionKey>,
+    BTreeMap<PartitionKey, Offset>,
+    BTreeMap<PartitionKey, Offset>,
+    BTreeMap<PartitionKey, Vec<PartitionKey>>,
+);
+
+impl StreamProbe {
+    fn new(
+        spec: &SupervisorSpec,
+        credentials: Option<dolmen_stream::kinesis::StaticCredentials>,
+    ) -> Result<StreamProbe, String> {
+        Ok(match spec.kind {
+            StreamKind::Logstream => StreamProbe::Kafka(Core(
+                KafkaRecordSupplier::new(&spec.io.consumer_properties)
+                    .map_err(|e| e.to_string())?
+                    .with_request_timeout(Duration::from_secs(5)),
+            )),
+            StreamKind::Shardstream => {
+                let mut config = crate::kinesis_config(spec, credentials)?;
+                config.request_timeout = Duration::from_secs(10);
+                StreamProbe::Kinesis(Core(
+                    KinesisRecordSupplier::new(config).map_err(|e| e.to_string())?,
+                ))
+            }
+        })
+    }
+
+    fn kind(&self) -> StreamKind {
+        match self {
+            StreamProbe::Kafka(_) => StreamKind::Logstream,
+            StreamProbe::Kinesis(_) => StreamKind::Shardstream,
+        }
+    }
+
+    fn probe(&self, stream: &str) -> Result<Probed, String> {
+        fn offsets<R: RecordSupplier<PartitionId = PartitionKey, SequenceNumber = Offset>>(
+            s: &R,
+            stream: &str,
+        ) -> Result<Probed, String> {
+            let parts = s.partition_ids(stream).map_err(|e| e.to_string())?;
+            let mut latest = BTreeMap::new();
+            let mut earliest = BTreeMap::new();
+            for p in &parts {
+                let sp = StreamPartition::new(stream.to_string(), p.clone());
+                latest.insert(p.clone(), s.latest_offset(&sp).map_err(|e| e.to_string())?);
+                earliest.insert(
+                    p.clone(),
+                    s.earliest_offset(&sp).map_err(|e| e.to_string())?,
+                );
+            }
+            Ok((parts, latest, earliest, BTreeMap::new()))
+        }
+        match self {
+            StreamProbe::Kafka(s) => offsets(s, stream),
+            StreamProbe::Kinesis(s) => {
+                let (parts, latest, earliest, _) = offsets(s, stream)?;
+                let parents =
+                    s.0.shard_lineage(stream)
+                        .map_err(|e| e.to_string())?
+                        .into_iter()
+                        .map(|l| {
+                            (
+                                PartitionKey::Shard(l.shard_id),
+                                l.parents.into_iter().map(PartitionKey::Shard).collect(),
+                            )
+                        })
+                        .collect();
+                Ok((parts, latest, earliest, parents))
+            }
+        }
     }
 }
 
@@ -1222,11 +1511,18 @@ fn counters(s: &dolmen_ingest::RowStats) -> [u64; 5] {
 }
 
 /// Per partition: the latest offset minus the furthest one read (`current`), never negative; a
-/// partition no task reads has no lag (Druid's `minimumLag`).
-fn minimum_lag(latest: &BTreeMap<i32, i64>, current: &BTreeMap<i32, i64>) -> BTreeMap<i32, i64> {
+/// partition no task reads has no lag (Druid's `minimumLag`). Kinesis shards appear only when
+/// the lag is known (0: caught up or closed and fully read).
+fn minimum_lag(
+    latest: &BTreeMap<PartitionKey, Offset>,
+    current: &BTreeMap<PartitionKey, Offset>,
+) -> BTreeMap<PartitionKey, i64> {
     latest
         .iter()
-        .map(|(p, l)| (*p, (l - current.get(p).copied().unwrap_or(*l)).max(0)))
+        .filter_map(|(p, l)| {
+            let lag = current.get(p).map_or(Some(0), |c| c.record_lag(l))?;
+            Some((p.clone(), lag))
+        })
         .collect()
 }
 

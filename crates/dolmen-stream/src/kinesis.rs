@@ -22,9 +22,13 @@
 //! # Latest and earliest
 //! Kinesis has no call that returns a shard's last sequence number. The earliest offset is the
 //! first record at `TRIM_HORIZON` (the shard's starting sequence number when it is empty); the
-//! latest is one past the last record, found by reading from `AT_TIMESTAMP` a few seconds back,
-//! then further back (a minute, an hour, a day, then the trim horizon) until a record is found, so
-//! the call costs a few requests on a busy shard. A closed shard's latest is `EOS`.
+//! latest is one past the last record. The first time for a shard it is found by reading from
+//! `AT_TIMESTAMP` a few seconds back, then further back (a minute, an hour, a day); after that
+//! by reading forward from the latest found before (kept per shard by the client), a request or
+//! two. kinesalite never answers an `AT_TIMESTAMP` iterator request with no record after the
+//! timestamp: when one goes unanswered for 2 s, the client reads from the trim horizon instead
+//! (up to 50 `GetRecords` of 10,000 records) and does not ask `AT_TIMESTAMP` again. A closed
+//! shard's latest is `EOS`.
 //!
 //! # Fetching
 //! [`RecordSupplier::poll`] issues one `GetRecords` (at most `recordsPerFetch` records) per
@@ -38,6 +42,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_sdk_kinesis::Client;
@@ -235,6 +240,9 @@ pub struct KinesisConfig {
     pub records_per_fetch: i32,
     /// `ioConfig.fetchDelayMillis`: the wait before asking a shard again after an empty fetch.
     pub fetch_delay: Duration,
+    /// `ioConfig.deaggregate`: a KPL aggregated record comes back as its user records (each
+    /// with the aggregate's sequence number and its own partition key; see `crate::kpl`).
+    pub deaggregate: bool,
     /// The bound on each API call.
     pub request_timeout: Duration,
 }
@@ -251,6 +259,7 @@ impl KinesisConfig {
             external_id: None,
             records_per_fetch: DEFAULT_RECORDS_PER_FETCH,
             fetch_delay: DEFAULT_FETCH_DELAY,
+            deaggregate: false,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
@@ -275,9 +284,19 @@ async fn build_client(config: &KinesisConfig) -> Client {
         ))
         .build_https();
     let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http.clone());
-    if let Some(region) = &config.region {
-        loader = loader.region(Region::new(region.clone()));
-    }
+    loader = match &config.region {
+        Some(region) => loader.region(Region::new(region.clone())),
+        // Without one (an emulator's endpoint, or a spec read back without its `region`): the
+        // environment, then the profile, then us-east-1. Instance metadata is not asked: off
+        // EC2 it costs a failed request and a warning for every client a task creates.
+        None => loader.region(
+            aws_config::meta::region::RegionProviderChain::first_try(
+                aws_config::environment::EnvironmentVariableRegionProvider::new(),
+            )
+            .or_else(aws_config::profile::ProfileFileRegionProvider::new())
+            .or_else(Some(Region::new("us-east-1"))),
+        ),
+    };
     if let Some(creds) = &config.credentials {
         loader = loader.credentials_provider(aws_credential_types::Credentials::new(
             creds.access_key.clone(),
@@ -321,6 +340,12 @@ struct Connection {
     config: KinesisConfig,
     runtime: ClientRuntime,
     client: Client,
+    /// Per `stream/shard`, the latest offset found by the last scan that reached the shard's
+    /// tip: the next scan starts after it, so finding the latest offset costs a request or two.
+    latest_hints: std::sync::Mutex<BTreeMap<String, KinesisSequence>>,
+    /// Set when an `AT_TIMESTAMP` iterator request went unanswered (kinesalite): later latest
+    /// searches read from the trim horizon directly.
+    at_timestamp_hangs: std::sync::atomic::AtomicBool,
 }
 
 impl Connection {
@@ -333,6 +358,8 @@ impl Connection {
             config,
             runtime,
             client,
+            latest_hints: std::sync::Mutex::new(BTreeMap::new()),
+            at_timestamp_hangs: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -546,30 +573,75 @@ impl Connection {
         if closed {
             return Ok((earliest, KinesisSequence::EndOfShard));
         }
-        let now = SystemTime::now();
-        for back in [5u64, 60, 3600, 86_400] {
-            let at = now - Duration::from_secs(back);
-            let it = self
+        // The latest offset: read forward from after the last one found to the tip.
+        let key = format!("{stream}/{shard_id}");
+        let hint = self
+            .latest_hints
+            .lock()
+            .expect("latest hints lock")
+            .get(&key)
+            .cloned();
+        let mut from = None;
+        if let Some(last) = hint.as_ref().and_then(KinesisSequence::predecessor) {
+            from = self
                 .iterator(
+                    stream,
+                    shard_id,
+                    ShardIteratorType::AfterSequenceNumber,
+                    Some(&last),
+                    None,
+                )
+                .await
+                .ok()
+                .flatten();
+        }
+        // The first time: the last record among those of the last few seconds, minutes,
+        // hours (cheap on a busy shard). kinesalite never answers an `AT_TIMESTAMP` request with
+        // no record after the timestamp: a request without an answer in 2 s ends the search
+        // there, and the shard is read from the trim horizon instead.
+        if from.is_none() && hint.is_none() && !self.at_timestamp_hangs.load(Ordering::Relaxed) {
+            let now = SystemTime::now();
+            for back in [5u64, 60, 3600, 86_400] {
+                let at = now - Duration::from_secs(back);
+                let request = self.iterator(
                     stream,
                     shard_id,
                     ShardIteratorType::AtTimestamp,
                     None,
                     Some(at),
-                )
-                .await?;
-            if let Some(last) = self.first_record_from(stream, it, true).await? {
-                return Ok((earliest, last.successor()));
+                );
+                let Ok(it) = tokio::time::timeout(Duration::from_secs(2), request).await else {
+                    // Not asked again on this connection.
+                    self.at_timestamp_hangs.store(true, Ordering::Relaxed);
+                    break;
+                };
+                if let Some(last) = self.first_record_from(stream, it?, true).await? {
+                    let latest = last.successor();
+                    self.latest_hints
+                        .lock()
+                        .expect("latest hints lock")
+                        .insert(key, latest.clone());
+                    return Ok((earliest, latest));
+                }
             }
         }
-        let it = self
-            .iterator(stream, shard_id, ShardIteratorType::TrimHorizon, None, None)
-            .await?;
-        let last = self
-            .first_record_from(stream, it, true)
-            .await?
-            .unwrap_or_else(|| earliest.clone());
-        Ok((earliest, last.successor()))
+        let (from, base) = match from {
+            Some(it) => (Some(it), hint),
+            None => (
+                self.iterator(stream, shard_id, ShardIteratorType::TrimHorizon, None, None)
+                    .await?,
+                None,
+            ),
+        };
+        let latest = match self.first_record_from(stream, from, true).await? {
+            Some(last) => last.successor(),
+            None => base.unwrap_or_else(|| earliest.successor()),
+        };
+        self.latest_hints
+            .lock()
+            .expect("latest hints lock")
+            .insert(key, latest.clone());
+        Ok((earliest, latest))
     }
 }
 
@@ -770,6 +842,25 @@ impl KinesisRecordSupplier {
                     let sequence = parse_sequence(r.sequence_number())?;
                     state.position = Some(sequence.successor());
                     state.from_horizon = false;
+                    let timestamp_ms = r
+                        .approximate_arrival_timestamp()
+                        .and_then(|t| t.to_millis().ok());
+                    if connection.config.deaggregate
+                        && let Some(users) = crate::kpl::deaggregate(r.data().as_ref())
+                    {
+                        // All of an aggregate's user records share its sequence number: they
+                        // are read (and committed) together.
+                        records.extend(users.into_iter().map(|u| OrderedRecord {
+                            stream: partition.stream.clone(),
+                            partition: partition.partition.clone(),
+                            offset: sequence.clone(),
+                            key: Some(u.partition_key.into_bytes()),
+                            value: Some(u.data),
+                            headers: Vec::new(),
+                            timestamp_ms,
+                        }));
+                        continue;
+                    }
                     records.push(OrderedRecord {
                         stream: partition.stream.clone(),
                         partition: partition.partition.clone(),
@@ -997,6 +1088,10 @@ impl RecordSupplier for KinesisRecordSupplier {
 
     fn position(&self, partition: &StreamPartition<String>) -> Option<KinesisSequence> {
         self.shards.get(partition)?.position.clone()
+    }
+
+    fn millis_behind_latest(&self, partition: &StreamPartition<String>) -> Option<i64> {
+        KinesisRecordSupplier::millis_behind_latest(self, partition)
     }
 }
 

@@ -35,7 +35,9 @@
 
 pub mod kafka;
 pub mod kinesis;
+pub mod kpl;
 pub mod memory;
+pub mod seekable;
 pub mod spec;
 pub mod supplier;
 pub mod task;

@@ -146,7 +146,8 @@ pub struct KinesisIoConfig {
     pub aws_assumed_role_arn: Option<String>,
     /// `awsExternalId`: the external id given when assuming the role.
     pub aws_external_id: Option<String>,
-    /// `deaggregate` (deprecated in Druid, default false).
+    /// `deaggregate` (deprecated in Druid, default false): split KPL aggregated records into
+    /// their user records (`crate::kpl`).
     pub deaggregate: bool,
 }
 
@@ -176,6 +177,7 @@ impl KinesisIoConfig {
             config.records_per_fetch = i32::try_from(n).unwrap_or(i32::MAX);
         }
         config.fetch_delay = std::time::Duration::from_millis(self.fetch_delay_ms);
+        config.deaggregate = self.deaggregate;
         config
     }
 }
@@ -692,6 +694,9 @@ fn parse_io(kind: StreamKind, v: &Value, path: &str) -> Result<IoConfig, SpecErr
         if let Some(x) = &k.aws_external_id {
             rb.insert("awsExternalId".into(), json!(x));
         }
+        if k.deaggregate {
+            rb.insert("deaggregate".into(), json!(true));
+        }
     } else {
         rb.insert("type".into(), json!("logstream"));
         rb.insert("topic".into(), json!(topic));
@@ -914,11 +919,6 @@ fn parse_kinesis_io(
         ),
     };
     let deaggregate = boolean(o.get("deaggregate"), false, &format!("{path}.deaggregate"))?;
-    if deaggregate {
-        return Err(err(format!(
-            "{path}.deaggregate: KPL aggregated records are not supported yet; send one row per Kinesis record"
-        )));
-    }
     Ok((
         stream,
         input_format,
@@ -1441,7 +1441,7 @@ mod tests {
                 "spec.ioConfig.endpoint",
             ),
             (
-                Box::new(|v| v["spec"]["ioConfig"]["deaggregate"] = json!(true)),
+                Box::new(|v| v["spec"]["ioConfig"]["deaggregate"] = json!("yes")),
                 "spec.ioConfig.deaggregate",
             ),
             (

@@ -248,4 +248,11 @@ pub trait RecordSupplier: Send + Debug {
         &self,
         partition: &StreamPartition<Self::PartitionId>,
     ) -> Option<Self::SequenceNumber>;
+
+    /// How far behind the stream's tip the last read of `partition` was, in milliseconds
+    /// (Kinesis's `MillisBehindLatest` of the last `GetRecords`; 0 when caught up). `None` when
+    /// the stream does not report it (Kafka) or nothing was read yet.
+    fn millis_behind_latest(&self, _partition: &StreamPartition<Self::PartitionId>) -> Option<i64> {
+        None
+    }
 }

@@ -1,6 +1,12 @@
-//! The `index_logstream` task: reads assigned partitions of a topic from explicit offsets,
-//! makes the rows queryable within a fraction of a second, and publishes segments together with
-//! the offsets they cover (exactly-once).
+//! The streaming task (`index_logstream` for Kafka, `index_shardstream` for Kinesis): reads
+//! assigned partitions of a stream from explicit offsets, makes the rows queryable within a
+//! fraction of a second, and publishes segments together with the offsets they cover
+//! (exactly-once).
+//!
+//! One code path serves both kinds: positions are [`PartitionKey`] → [`Offset`] maps and the
+//! typed supplier is read through [`Core`] (ADR 0024). A Kinesis shard that closes is read to
+//! its end, where its position becomes `EOS`; a task whose partitions are all at `EOS` publishes
+//! and finishes (Druid's task does the same).
 //!
 //! Druid's `SeekableStreamIndexTaskRunner`, in this shape:
 //! - **Read.** A [`RecordSupplier`] is assigned the task's partitions at its start offsets.
@@ -41,7 +47,11 @@ use dolmen_storage::{DeepStorage, Hydrant, SegmentView};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::spec::SupervisorSpec;
+use crate::seekable::{
+    Core, CoreOffset, CorePartition, NO_END_SEQUENCE_NUMBER, Offset, PartitionKey,
+    offset_from_json, offsets_object, partition_from_str,
+};
+use crate::spec::{StreamKind, SupervisorSpec};
 use crate::supplier::{RecordSupplier, StreamPartition, SupplierError};
 
 /// How often a reading task makes what it read since the last time queryable, at most (ms).
@@ -54,12 +64,24 @@ const HYDRANT_GRACE: Duration = Duration::from_secs(60);
 /// gives up, when the supervisor gave no completion timeout.
 const DEFAULT_PUBLISH_WAIT: Duration = Duration::from_secs(1800);
 
-/// Task type name.
+/// Task type name of `logstream` (Kafka) tasks.
 pub const TASK_TYPE: &str = "index_logstream";
 
-/// The payload of an `index_logstream` task (the shape of Druid's `KafkaIndexTask`).
+/// Task type name of `shardstream` (Kinesis) tasks.
+pub const SHARDSTREAM_TASK_TYPE: &str = "index_shardstream";
+
+/// The task type name of a supervisor kind's tasks.
+pub fn task_type(kind: StreamKind) -> &'static str {
+    match kind {
+        StreamKind::Logstream => TASK_TYPE,
+        StreamKind::Shardstream => SHARDSTREAM_TASK_TYPE,
+    }
+}
+
+/// The payload of a streaming task (the shape of Druid's `KafkaIndexTask` and
+/// `KinesisIndexTask`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct LogstreamTaskSpec {
+pub struct StreamTaskSpec {
     /// Task id.
     pub id: String,
     /// The supervisor that created the task.
@@ -69,20 +91,27 @@ pub struct LogstreamTaskSpec {
     /// The supervisor spec the task reads with.
     pub spec: SupervisorSpec,
     /// Partition to first offset to read.
-    pub start_offsets: BTreeMap<i32, i64>,
+    pub start_offsets: BTreeMap<PartitionKey, Offset>,
     /// Partition to the offset to stop before, when known at creation (a task created to
     /// replace a failed replica of a publishing group); usually set later by the supervisor.
-    pub end_offsets: Option<BTreeMap<i32, i64>>,
+    pub end_offsets: Option<BTreeMap<PartitionKey, Offset>>,
     /// Rows before this instant (ms) are thrown away.
     pub minimum_message_time: Option<i64>,
     /// Rows at or after this instant (ms) are thrown away.
     pub maximum_message_time: Option<i64>,
 }
 
-/// The unbounded end offset Druid writes for a task still reading (`Long.MAX_VALUE`).
+/// The unbounded end offset Druid writes for a Kafka task still reading (`Long.MAX_VALUE`).
 const UNBOUNDED: i64 = i64::MAX;
 
-impl LogstreamTaskSpec {
+fn unbounded(kind: StreamKind) -> Value {
+    match kind {
+        StreamKind::Logstream => json!(UNBOUNDED),
+        StreamKind::Shardstream => json!(NO_END_SEQUENCE_NUMBER),
+    }
+}
+
+impl StreamTaskSpec {
     /// The sink id of the task's generation in its group: replicas (same group, same start
     /// offsets) share it, so queries show one of them; the next generation of the group has
     /// another.
@@ -103,17 +132,23 @@ impl LogstreamTaskSpec {
     /// The task payload as stored and served (`GET /task/{id}`).
     pub fn to_json(&self) -> Value {
         let rb = self.spec.read_back();
-        let map = |m: &BTreeMap<i32, i64>| -> Value {
-            Value::Object(m.iter().map(|(p, o)| (p.to_string(), json!(o))).collect())
-        };
+        let kind = self.spec.kind;
+        let map = offsets_object;
         let end = match &self.end_offsets {
             Some(e) => map(e),
             None => Value::Object(
                 self.start_offsets
                     .keys()
-                    .map(|p| (p.to_string(), json!(UNBOUNDED)))
+                    .map(|p| (p.to_string(), unbounded(kind)))
                     .collect(),
             ),
+        };
+        let task_type = task_type(kind);
+        // Kinesis offsets are written as the last record read (see `crate::seekable`): every
+        // start is exclusive, as Druid marks with `exclusivePartitions`.
+        let exclusive: Vec<String> = match kind {
+            StreamKind::Logstream => Vec::new(),
+            StreamKind::Shardstream => self.start_offsets.keys().map(ToString::to_string).collect(),
         };
         let mut io = rb["ioConfig"].clone();
         if let Some(o) = io.as_object_mut() {
@@ -122,17 +157,20 @@ impl LogstreamTaskSpec {
                 "baseSequenceName".into(),
                 json!(format!("{}_{}", self.supervisor_id, self.task_group_id)),
             );
-            o.insert(
-                "startSequenceNumbers".into(),
-                json!({"type": "start", "stream": self.spec.io.topic, "topic": self.spec.io.topic,
+            let mut start = json!({"type": "start", "stream": self.spec.io.topic,
                        "partitionSequenceNumberMap": map(&self.start_offsets),
-                       "partitionOffsetMap": map(&self.start_offsets), "exclusivePartitions": []}),
-            );
-            o.insert(
-                "endSequenceNumbers".into(),
-                json!({"type": "end", "stream": self.spec.io.topic, "topic": self.spec.io.topic,
-                       "partitionSequenceNumberMap": end, "partitionOffsetMap": end}),
-            );
+                       "exclusivePartitions": exclusive});
+            let mut end_v = json!({"type": "end", "stream": self.spec.io.topic,
+                       "partitionSequenceNumberMap": end});
+            if kind == StreamKind::Logstream {
+                // Druid's Kafka forms also carry the older `topic`/`partitionOffsetMap` names.
+                start["topic"] = json!(self.spec.io.topic);
+                start["partitionOffsetMap"] = map(&self.start_offsets);
+                end_v["topic"] = json!(self.spec.io.topic);
+                end_v["partitionOffsetMap"] = end;
+            }
+            o.insert("startSequenceNumbers".into(), start);
+            o.insert("endSequenceNumbers".into(), end_v);
             o.insert("useTransaction".into(), json!(true));
             o.insert(
                 "minimumMessageTime".into(),
@@ -150,10 +188,10 @@ impl LogstreamTaskSpec {
             );
         }
         json!({
-            "type": TASK_TYPE,
+            "type": task_type,
             "id": self.id,
-            "groupId": format!("{TASK_TYPE}_{}", self.supervisor_id),
-            "resource": {"availabilityGroup": format!("{TASK_TYPE}_{}_{}", self.supervisor_id, self.task_group_id), "requiredCapacity": 1},
+            "groupId": format!("{task_type}_{}", self.supervisor_id),
+            "resource": {"availabilityGroup": format!("{task_type}_{}_{}", self.supervisor_id, self.task_group_id), "requiredCapacity": 1},
             "dataSource": self.spec.data_source,
             "supervisorId": self.supervisor_id,
             "dataSchema": rb["dataSchema"],
@@ -164,38 +202,36 @@ impl LogstreamTaskSpec {
         })
     }
 
-    /// Parses a stored payload (see [`LogstreamTaskSpec::to_json`]).
+    /// Parses a stored payload (see [`StreamTaskSpec::to_json`]).
     ///
     /// # Errors
-    /// A message naming the field when the payload is not an `index_logstream` task.
-    pub fn from_json(v: &Value) -> Result<LogstreamTaskSpec, String> {
+    /// A message naming the field when the payload is not a streaming task of its
+    /// supervisor spec's kind.
+    pub fn from_json(v: &Value) -> Result<StreamTaskSpec, String> {
         let field = |name: &str| v.get(name).ok_or_else(|| format!("{name}: missing"));
         let spec = SupervisorSpec::parse(field("supervisorSpec")?)
             .map_err(|e| format!("supervisorSpec: {e}"))?;
+        let kind = spec.kind;
         let io = field("ioConfig")?;
-        let offsets = |path: &str| -> Result<BTreeMap<i32, i64>, String> {
+        let offsets = |path: &str| -> Result<BTreeMap<PartitionKey, Offset>, String> {
             let m = io
                 .pointer(path)
                 .and_then(Value::as_object)
                 .ok_or_else(|| format!("ioConfig{}: missing", path.replace('/', ".")))?;
             m.iter()
+                .filter(|(_, o)| **o != unbounded(kind))
                 .map(|(p, o)| {
                     Ok((
-                        p.parse::<i32>()
-                            .map_err(|_| format!("ioConfig{path}: bad partition [{p}]"))?,
-                        o.as_i64()
-                            .ok_or_else(|| format!("ioConfig{path}: bad offset [{o}]"))?,
+                        partition_from_str(kind, p).map_err(|e| format!("ioConfig{path}: {e}"))?,
+                        offset_from_json(kind, o)
+                            .map_err(|e| format!("ioConfig{path}.{p}: {e}"))?,
                     ))
                 })
                 .collect()
         };
         let start = offsets("/startSequenceNumbers/partitionSequenceNumberMap")?;
         let end = offsets("/endSequenceNumbers/partitionSequenceNumberMap")?;
-        let end = if end.values().all(|o| *o == UNBOUNDED) {
-            None
-        } else {
-            Some(end)
-        };
+        let end = if end.is_empty() { None } else { Some(end) };
         let time = |name: &str| -> Result<Option<i64>, String> {
             match io.get(name) {
                 None | Some(Value::Null) => Ok(None),
@@ -205,7 +241,7 @@ impl LogstreamTaskSpec {
                 Some(x) => Err(format!("ioConfig.{name}: bad instant {x}")),
             }
         };
-        Ok(LogstreamTaskSpec {
+        Ok(StreamTaskSpec {
             id: field("id")?
                 .as_str()
                 .ok_or("id: must be a string")?
@@ -241,8 +277,9 @@ pub struct TaskControl {
 
 #[derive(Debug, Default)]
 struct ControlState {
-    current: BTreeMap<i32, i64>,
-    end: Option<BTreeMap<i32, i64>>,
+    current: BTreeMap<PartitionKey, Offset>,
+    end: Option<BTreeMap<PartitionKey, Offset>>,
+    millis_behind: BTreeMap<PartitionKey, i64>,
     phase: &'static str,
     published_segments: u64,
     published_rows: u64,
@@ -253,7 +290,7 @@ struct ControlState {
 
 impl TaskControl {
     /// Control of a task starting at `start`.
-    pub fn new(start: &BTreeMap<i32, i64>) -> TaskControl {
+    pub fn new(start: &BTreeMap<PartitionKey, Offset>) -> TaskControl {
         TaskControl {
             inner: Mutex::new(ControlState {
                 current: start.clone(),
@@ -270,23 +307,38 @@ impl TaskControl {
     }
 
     /// Partition to the next offset to read.
-    pub fn current_offsets(&self) -> BTreeMap<i32, i64> {
+    pub fn current_offsets(&self) -> BTreeMap<PartitionKey, Offset> {
         self.lock().current.clone()
     }
 
     /// The end offsets, once set.
-    pub fn end_offsets(&self) -> Option<BTreeMap<i32, i64>> {
+    pub fn end_offsets(&self) -> Option<BTreeMap<PartitionKey, Offset>> {
         self.lock().end.clone()
+    }
+
+    /// Per partition, how far behind the stream's tip the last read was, ms (Kinesis's
+    /// `millisBehindLatest`); empty for streams that do not report it (Kafka).
+    pub fn millis_behind_latest(&self) -> BTreeMap<PartitionKey, i64> {
+        self.lock().millis_behind.clone()
     }
 
     /// Tells the task to stop reading each partition before `end` (offsets below the task's
     /// position are raised to it: a task never un-reads), then publish and finish. Returns the
     /// end offsets in effect.
-    pub fn set_end_offsets(&self, end: &BTreeMap<i32, i64>) -> BTreeMap<i32, i64> {
+    pub fn set_end_offsets(
+        &self,
+        end: &BTreeMap<PartitionKey, Offset>,
+    ) -> BTreeMap<PartitionKey, Offset> {
         let mut s = self.lock();
         let mut e = BTreeMap::new();
         for (p, cur) in &s.current {
-            e.insert(*p, end.get(p).copied().unwrap_or(*cur).max(*cur));
+            e.insert(
+                p.clone(),
+                end.get(p)
+                    .cloned()
+                    .unwrap_or_else(|| cur.clone())
+                    .max(cur.clone()),
+            );
         }
         s.end = Some(e.clone());
         e
@@ -418,7 +470,7 @@ struct Pending {
     /// Rows in them (records, before rollup).
     records: u64,
     /// Offsets at the last publish (the next commit's start).
-    start: BTreeMap<i32, i64>,
+    start: BTreeMap<PartitionKey, Offset>,
     /// Sequence number of the last hydrant built.
     last_sequence: u64,
     /// When the last publish happened.
@@ -427,22 +479,26 @@ struct Pending {
     levels: Vec<Vec<Run>>,
 }
 
-/// Runs an `index_logstream` task to the end on the calling (blocking) thread with `supplier`;
-/// returns the number of segments published.
+/// Runs a streaming task to the end on the calling (blocking) thread with `supplier` (Kafka's,
+/// Kinesis's or the in-memory one; it is read through [`Core`]); returns the number of segments
+/// published.
 ///
 /// # Errors
 /// [`IngestError::Canceled`] when shut down (nothing more is published); a supplier error (an
 /// offset out of range without `resetOffsetAutomatically`, an unreachable broker), a build
 /// error, or a publish whose start offsets do not match the stored ones: [`IngestError::Runtime`].
-pub fn run_logstream_task<R>(
+pub fn run_stream_task<R>(
     env: &StreamTaskEnv,
-    task: &LogstreamTaskSpec,
-    mut supplier: R,
+    task: &StreamTaskSpec,
+    supplier: R,
 ) -> Result<u64, IngestError>
 where
-    R: RecordSupplier<PartitionId = i32, SequenceNumber = i64>,
+    R: RecordSupplier,
+    R::PartitionId: CorePartition,
+    R::SequenceNumber: CoreOffset,
 {
     std::fs::create_dir_all(&env.work_dir).map_err(|e| runtime_err(&env.work_dir, e))?;
+    let mut supplier = Core(supplier);
     let result = run_inner(env, task, &mut supplier);
     let ds = &task.spec.data_source;
     env.view.drop_task_hydrants(ds, &env.task_id);
@@ -467,22 +523,25 @@ fn supplier_err<P: std::fmt::Display, S: std::fmt::Display>(e: SupplierError<P, 
 
 fn run_inner<R>(
     env: &StreamTaskEnv,
-    task: &LogstreamTaskSpec,
+    task: &StreamTaskSpec,
     supplier: &mut R,
 ) -> Result<u64, IngestError>
 where
-    R: RecordSupplier<PartitionId = i32, SequenceNumber = i64>,
+    R: RecordSupplier<PartitionId = PartitionKey, SequenceNumber = Offset>,
 {
     let topic = &task.spec.io.topic;
-    let parts: Vec<StreamPartition<i32>> = task
+    // A fully read closed shard (`EOS`) has nothing left: it is not read (the supervisor does
+    // not assign such shards; a task given one keeps it at `EOS`).
+    let parts: Vec<StreamPartition<PartitionKey>> = task
         .start_offsets
-        .keys()
-        .map(|p| StreamPartition::new(topic.clone(), *p))
+        .iter()
+        .filter(|(_, o)| !o.is_end_of_partition())
+        .map(|(p, _)| StreamPartition::new(topic.clone(), p.clone()))
         .collect();
     supplier.assign(&parts).map_err(supplier_err)?;
     for sp in &parts {
-        let start = task.start_offsets[&sp.partition];
-        match supplier.seek(sp, start) {
+        let start = task.start_offsets[&sp.partition].clone();
+        match supplier.seek(sp, start.clone()) {
             Ok(()) => {}
             Err(SupplierError::OffsetOutOfRange {
                 earliest, latest, ..
@@ -492,13 +551,13 @@ where
                 // starts at the stored offset, so the skipped range is recorded as consumed.
                 let to = if start < earliest { earliest } else { latest };
                 tracing::warn!(
-                    partition = sp.partition,
-                    from = start,
-                    to,
+                    partition = %sp.partition,
+                    from = %start,
+                    to = %to,
                     "offset out of range; resetting automatically"
                 );
-                supplier.seek(sp, to).map_err(supplier_err)?;
-                env.control.lock().current.insert(sp.partition, to);
+                supplier.seek(sp, to.clone()).map_err(supplier_err)?;
+                env.control.lock().current.insert(sp.partition.clone(), to);
             }
             Err(e) => {
                 return Err(IngestError::Runtime(format!(
@@ -536,6 +595,12 @@ where
         {
             break;
         }
+        // Every partition closed and read to its end (Kinesis shards after a reshard): nothing
+        // more will come, so publish and finish as Druid's task does.
+        if !current.is_empty() && current.values().all(Offset::is_end_of_partition) {
+            tracing::info!("every shard is closed and fully read; publishing");
+            break;
+        }
         let records = match supplier.poll(poll_timeout) {
             Ok(r) => r,
             Err(SupplierError::OffsetOutOfRange {
@@ -543,13 +608,13 @@ where
                 earliest,
                 ..
             }) if task.spec.tuning.reset_offset_automatically => {
-                let sp = StreamPartition::new(topic.clone(), partition);
+                let sp = StreamPartition::new(topic.clone(), partition.clone());
                 tracing::warn!(
-                    partition,
-                    to = earliest,
+                    partition = %partition,
+                    to = %earliest,
                     "offset out of range while reading; resetting automatically"
                 );
-                supplier.seek(&sp, earliest).map_err(supplier_err)?;
+                supplier.seek(&sp, earliest.clone()).map_err(supplier_err)?;
                 env.control.lock().current.insert(partition, earliest);
                 continue;
             }
@@ -560,14 +625,13 @@ where
             // offset that points past a transaction marker: nothing more will come below it.
             if let Some(end) = &end {
                 for (p, e) in end {
-                    let sp = StreamPartition::new(topic.clone(), *p);
-                    let cur = current.get(p).copied().unwrap_or(0);
-                    if cur < *e
+                    let sp = StreamPartition::new(topic.clone(), p.clone());
+                    if current.get(p).is_some_and(|cur| cur < e)
                         && let Ok(latest) = supplier.latest_offset(&sp)
                         && latest <= *e
                         && supplier.position(&sp).is_some_and(|pos| pos >= latest)
                     {
-                        env.control.lock().current.insert(*p, *e);
+                        env.control.lock().current.insert(p.clone(), e.clone());
                     }
                 }
             }
@@ -586,7 +650,7 @@ where
                 {
                     continue;
                 }
-                s.current.insert(r.partition, r.offset + 1);
+                s.current.insert(r.partition.clone(), r.offset.successor());
             }
             if let Some(v) = &r.value {
                 let file = match &mut current_file {
@@ -600,6 +664,26 @@ where
                     }
                 };
                 file.append(v)?;
+            }
+        }
+        // After the records: a shard read to its end moves to `EOS` (unless an end offset stops
+        // the task before it), and the reported time lag follows the last fetch.
+        for sp in &parts {
+            let pos = supplier.position(sp);
+            let behind = supplier.millis_behind_latest(sp);
+            let mut s = env.control.lock();
+            if let Some(pos) = pos.filter(Offset::is_end_of_partition) {
+                let stops_before = s
+                    .end
+                    .as_ref()
+                    .and_then(|e| e.get(&sp.partition))
+                    .is_some_and(|e| *e < pos);
+                if !stops_before {
+                    s.current.insert(sp.partition.clone(), pos);
+                }
+            }
+            if let Some(ms) = behind {
+                s.millis_behind.insert(sp.partition.clone(), ms);
             }
         }
         let due = current_file.as_ref().is_some_and(|f| {
@@ -655,7 +739,7 @@ where
 
 /// The time range rows must fall in (`minimumMessageTime` inclusive to `maximumMessageTime`
 /// exclusive); `None` when unrestricted.
-fn accepted_interval(task: &LogstreamTaskSpec) -> Option<Interval> {
+fn accepted_interval(task: &StreamTaskSpec) -> Option<Interval> {
     if task.minimum_message_time.is_none() && task.maximum_message_time.is_none() {
         return None;
     }
@@ -672,7 +756,7 @@ fn accepted_interval(task: &LogstreamTaskSpec) -> Option<Interval> {
 /// Adds a hydrant run at level 0 and merges full levels upwards.
 fn add_run(
     env: &StreamTaskEnv,
-    task: &LogstreamTaskSpec,
+    task: &StreamTaskSpec,
     levels: &mut Vec<Vec<Run>>,
     run: Run,
     accepted: Option<Interval>,
@@ -711,7 +795,7 @@ fn add_run(
 /// not counted again).
 fn build_hydrant(
     env: &StreamTaskEnv,
-    task: &LogstreamTaskSpec,
+    task: &StreamTaskSpec,
     records: &[PathBuf],
     sequence: u64,
     replaces: Option<u64>,
@@ -775,7 +859,7 @@ fn build_hydrant(
 /// them with the offsets they cover; returns the number of segments published.
 fn publish(
     env: &StreamTaskEnv,
-    task: &LogstreamTaskSpec,
+    task: &StreamTaskSpec,
     pending: &mut Pending,
     accepted: Option<Interval>,
 ) -> Result<u64, IngestError> {
@@ -804,16 +888,23 @@ fn publish(
         start: offsets_json(&pending.start),
         end: offsets_json(&end),
     };
-    let name = format!(
-        "{}_{}",
-        env.task_id,
-        pending
-            .start
-            .values()
-            .map(|o| o.to_string())
-            .collect::<Vec<_>>()
-            .join("-")
-    );
+    let starts = pending
+        .start
+        .values()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("-");
+    // Kinesis sequence numbers run to 56 digits a shard: long start lists become a hash.
+    let name = if starts.len() <= 64 {
+        format!("{}_{starts}", env.task_id)
+    } else {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in starts.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{}_{h:016x}", env.task_id)
+    };
     let rows: u64 = built.iter().map(|b| b.num_rows).sum();
     let deadline = Instant::now()
         + if task.spec.io.completion_timeout_ms > 0 {
@@ -848,7 +939,7 @@ fn publish(
                 Ok(segments) => return Ok(segments.len() as u64),
                 Err(e) => {
                     let stored = env.metadata.stream_offsets(ds).await.ok().flatten();
-                    match commit_state(stored.as_ref(), &commit) {
+                    match commit_state(task.spec.kind, stored.as_ref(), &commit) {
                         CommitState::AlreadyCommitted => {
                             // A replica published this range first (its handoff removed the
                             // sink's hydrants, ours included).
@@ -890,18 +981,16 @@ fn publish(
     Ok(n)
 }
 
-/// Partition offsets as the metadata store keeps them (decimal partition ids, JSON numbers).
-pub fn offsets_json(m: &BTreeMap<i32, i64>) -> BTreeMap<String, Value> {
-    m.iter().map(|(p, o)| (p.to_string(), json!(o))).collect()
+/// Partition offsets as the metadata store keeps them: Kafka partition numbers to JSON
+/// numbers, Kinesis shard ids to sequence strings in Druid's form (see [`crate::seekable`]).
+pub fn offsets_json(m: &BTreeMap<PartitionKey, Offset>) -> BTreeMap<String, Value> {
+    crate::seekable::offsets_to_json(m)
 }
 
-/// Partition offsets from the metadata store's form; entries that are not Kafka offsets are
+/// Partition offsets from the metadata store's form; entries that are not `kind`'s are
 /// skipped.
-pub fn offsets_from_json(m: &StreamOffsets) -> BTreeMap<i32, i64> {
-    m.partitions
-        .iter()
-        .filter_map(|(p, o)| Some((p.parse().ok()?, o.as_i64()?)))
-        .collect()
+pub fn offsets_from_json(kind: StreamKind, m: &StreamOffsets) -> BTreeMap<PartitionKey, Offset> {
+    crate::seekable::offsets_from_json(kind, &m.partitions)
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -914,7 +1003,11 @@ enum CommitState {
     Conflict,
 }
 
-fn commit_state(stored: Option<&StreamOffsets>, commit: &StreamCommit) -> CommitState {
+fn commit_state(
+    kind: StreamKind,
+    stored: Option<&StreamOffsets>,
+    commit: &StreamCommit,
+) -> CommitState {
     let Some(stored) = stored else {
         return CommitState::Conflict;
     };
@@ -931,7 +1024,11 @@ fn commit_state(stored: Option<&StreamOffsets>, commit: &StreamCommit) -> Commit
         return CommitState::AlreadyCommitted;
     }
     let behind = commit.start.iter().any(|(p, s)| {
-        match (stored.partitions.get(p).and_then(Value::as_i64), s.as_i64()) {
+        let have = stored
+            .partitions
+            .get(p)
+            .and_then(|v| offset_from_json(kind, v).ok());
+        match (have, offset_from_json(kind, s).ok()) {
             (Some(have), Some(want)) => have < want,
             _ => false,
         }

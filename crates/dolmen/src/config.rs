@@ -18,6 +18,7 @@
 //! | | | `service.audit.manager.auditHistoryMillis` | 604800000 (one week) |
 //! | | | `service.coordinator.kill.audit.on`, `service.coordinator.kill.rule.on` (and `.period`, `.durationToRetain`) | true (P1D, P90D) |
 //! | | | `service.coordinator.kill.on` (and `.period`, `.bufferPeriod`, `.durationToRetain`, `.ignoreDurationToRetain`, `.maxSegments`, `.maxInterval`) | false (PT1800S, P30D, P90D, false, 100, P30D) |
+//! | | | `service.kinesis.accessKey`, `service.kinesis.secretKey` (both or neither) | none: the standard AWS credential chain for `shardstream` supervisors |
 //!
 //! `service.emitter` (Druid's `druid.emitter`) is `prometheus` (metrics recorded and served at
 //! `GET /metrics`) or `noop` (nothing recorded, `/metrics` is 404); see `dolmen_metrics`.
@@ -92,6 +93,11 @@ pub struct ServerConfig {
     pub plaintext: bool,
     /// The TLS listener (`service.enableTlsPort`, default false), see [`TlsConfig`].
     pub tls: Option<TlsConfig>,
+    /// `service.kinesis.accessKey` and `service.kinesis.secretKey` (Druid's
+    /// `druid.kinesis.accessKey`/`secretKey`): the credentials of `shardstream` supervisors and
+    /// tasks; `None` (neither set) uses the standard AWS chain. Redacted in `Debug`, never listed
+    /// in `sys.server_properties`.
+    pub kinesis_credentials: Option<dolmen_overlord::KinesisCredentials>,
 }
 
 /// The TLS listener: `service.tlsPort` (default 9088, Druid's Router TLS port; 0 picks a free
@@ -505,7 +511,24 @@ impl ServerConfig {
         let plaintext = props
             .get_parsed::<bool>("service.enablePlaintextPort")?
             .unwrap_or(true);
+        let kinesis_credentials = match (
+            props.get("service.kinesis.accessKey"),
+            props.get("service.kinesis.secretKey"),
+        ) {
+            (Some(a), Some(s)) => Some(dolmen_overlord::KinesisCredentials {
+                access_key: a.to_string(),
+                secret_key: s.to_string(),
+            }),
+            (None, None) => None,
+            (Some(_), None) => anyhow::bail!(
+                "service.kinesis.secretKey: required when service.kinesis.accessKey is set"
+            ),
+            (None, Some(_)) => anyhow::bail!(
+                "service.kinesis.accessKey: required when service.kinesis.secretKey is set"
+            ),
+        };
         Ok(ServerConfig {
+            kinesis_credentials,
             tls: TlsConfig::from_properties(props, plaintext, port)?,
             plaintext,
             coordinator: CoordinatorSettings::from_properties(props)?,

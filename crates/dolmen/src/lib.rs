@@ -181,6 +181,7 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
             port: addr.port(),
             metrics: metrics.clone(),
             category: config.coordinator.worker_category.clone(),
+            kinesis_credentials: config.kinesis_credentials.clone(),
         },
     )
     .await

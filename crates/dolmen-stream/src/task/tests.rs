@@ -61,20 +61,27 @@ fn spec(replicas: u32) -> SupervisorSpec {
     .unwrap()
 }
 
-fn task(id: &str, spec: SupervisorSpec, start: &[(i32, i64)]) -> LogstreamTaskSpec {
-    LogstreamTaskSpec {
+/// Kafka-typed offsets in the core's form.
+fn om(o: &[(i32, i64)]) -> BTreeMap<PartitionKey, Offset> {
+    o.iter()
+        .map(|(p, o)| (PartitionKey::Kafka(*p), Offset::Kafka(*o)))
+        .collect()
+}
+
+fn task(id: &str, spec: SupervisorSpec, start: &[(i32, i64)]) -> StreamTaskSpec {
+    StreamTaskSpec {
         id: id.into(),
         supervisor_id: "rt".into(),
         task_group_id: 0,
         spec,
-        start_offsets: start.iter().copied().collect(),
+        start_offsets: om(start),
         end_offsets: None,
         minimum_message_time: None,
         maximum_message_time: None,
     }
 }
 
-fn env(f: &Fixture, id: &str, start: &BTreeMap<i32, i64>) -> StreamTaskEnv {
+fn env(f: &Fixture, id: &str, start: &BTreeMap<PartitionKey, Offset>) -> StreamTaskEnv {
     StreamTaskEnv {
         task_id: id.into(),
         work_dir: f.root.join("work").join(id),
@@ -163,7 +170,7 @@ async fn reads_makes_rows_queryable_and_publishes_with_offsets() {
     let supplier = streams.supplier();
     let run = {
         let (e, t) = (e.clone(), t.clone());
-        tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+        tokio::task::spawn_blocking(move || run_stream_task(&e, &t, supplier))
     };
     // Queryable before any publish: every row, counted once.
     let view = Arc::clone(&f.view);
@@ -176,7 +183,7 @@ async fn reads_makes_rows_queryable_and_publishes_with_offsets() {
     wait_until(|| visible(&view).0 == 90).await;
     // The supervisor ends the task at what it read.
     let current = control.current_offsets();
-    assert_eq!(current, BTreeMap::from([(0, 60), (1, 30)]));
+    assert_eq!(current, om(&[(0, 60), (1, 30)]));
     control.set_end_offsets(&current);
     let published = run.await.unwrap().unwrap();
     assert!(published >= 1);
@@ -210,7 +217,7 @@ async fn a_restarted_task_resumes_from_the_stored_offsets_without_duplicates() {
     let supplier = streams.supplier();
     let run = {
         let (e, t) = (e1.clone(), t1.clone());
-        tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+        tokio::task::spawn_blocking(move || run_stream_task(&e, &t, supplier))
     };
     let view = Arc::clone(&f.view);
     wait_until(|| visible(&view).0 == 40).await;
@@ -226,10 +233,10 @@ async fn a_restarted_task_resumes_from_the_stored_offsets_without_duplicates() {
     produce(&streams, 0, 40, 10);
     let t2 = task("b", spec(1), &[(0, 0)]);
     let mut e2 = env(&f, "b", &t2.start_offsets);
-    e2.control.set_end_offsets(&BTreeMap::from([(0, 50)]));
+    e2.control.set_end_offsets(&om(&[(0, 50)]));
     e2.cancel = CancellationToken::new();
     let supplier = streams.supplier();
-    let n = tokio::task::spawn_blocking(move || run_logstream_task(&e2, &t2, supplier))
+    let n = tokio::task::spawn_blocking(move || run_stream_task(&e2, &t2, supplier))
         .await
         .unwrap()
         .unwrap();
@@ -239,9 +246,9 @@ async fn a_restarted_task_resumes_from_the_stored_offsets_without_duplicates() {
     // and publishes nothing.
     let t3 = task("c", spec(1), &[(0, 0)]);
     let e3 = env(&f, "c", &t3.start_offsets);
-    e3.control.set_end_offsets(&BTreeMap::from([(0, 50)]));
+    e3.control.set_end_offsets(&om(&[(0, 50)]));
     let supplier = streams.supplier();
-    let r = tokio::task::spawn_blocking(move || run_logstream_task(&e3, &t3, supplier))
+    let r = tokio::task::spawn_blocking(move || run_stream_task(&e3, &t3, supplier))
         .await
         .unwrap();
     assert_eq!(r.unwrap(), 0, "the committed range is not published again");
@@ -249,9 +256,9 @@ async fn a_restarted_task_resumes_from_the_stored_offsets_without_duplicates() {
     // One that read another range from stale offsets fails and publishes nothing.
     let t4 = task("d", spec(1), &[(0, 0)]);
     let e4 = env(&f, "d", &t4.start_offsets);
-    e4.control.set_end_offsets(&BTreeMap::from([(0, 45)]));
+    e4.control.set_end_offsets(&om(&[(0, 45)]));
     let supplier = streams.supplier();
-    let r = tokio::task::spawn_blocking(move || run_logstream_task(&e4, &t4, supplier))
+    let r = tokio::task::spawn_blocking(move || run_stream_task(&e4, &t4, supplier))
         .await
         .unwrap();
     assert!(r.is_err(), "stale start offsets must not publish: {r:?}");
@@ -277,14 +284,18 @@ async fn replicas_publish_once_and_queries_show_one_replica() {
     let (c1, c2) = (Arc::clone(&e1.control), Arc::clone(&e2.control));
     let s1 = streams.supplier();
     let s2 = streams.supplier();
-    let h1 = tokio::task::spawn_blocking(move || run_logstream_task(&e1, &t1, s1));
-    let h2 = tokio::task::spawn_blocking(move || run_logstream_task(&e2, &t2, s2));
+    let h1 = tokio::task::spawn_blocking(move || run_stream_task(&e1, &t1, s1));
+    let h2 = tokio::task::spawn_blocking(move || run_stream_task(&e2, &t2, s2));
     let view = Arc::clone(&f.view);
-    wait_until(|| c1.current_offsets()[&0] == 25 && c2.current_offsets()[&0] == 25).await;
+    wait_until(|| {
+        c1.current_offsets()[&PartitionKey::Kafka(0)] == Offset::Kafka(25)
+            && c2.current_offsets()[&PartitionKey::Kafka(0)] == Offset::Kafka(25)
+    })
+    .await;
     wait_until(|| visible(&view).0 == 25).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(visible(&f.view).0, 25, "one replica visible");
-    let end = BTreeMap::from([(0, 25)]);
+    let end = om(&[(0, 25)]);
     c1.set_end_offsets(&end);
     c2.set_end_offsets(&end);
     let n1 = h1.await.unwrap().unwrap();
@@ -307,7 +318,7 @@ async fn offsets_out_of_range_fail_or_reset_automatically() {
     let t = task("o1", spec(1), &[(0, 0)]);
     let e = env(&f, "o1", &t.start_offsets);
     let supplier = streams.supplier();
-    let err = tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+    let err = tokio::task::spawn_blocking(move || run_stream_task(&e, &t, supplier))
         .await
         .unwrap()
         .unwrap_err();
@@ -321,9 +332,9 @@ async fn offsets_out_of_range_fail_or_reset_automatically() {
     s.tuning.reset_offset_automatically = true;
     let t = task("o2", s, &[(0, 0)]);
     let e = env(&f, "o2", &t.start_offsets);
-    e.control.set_end_offsets(&BTreeMap::from([(0, 20)]));
+    e.control.set_end_offsets(&om(&[(0, 20)]));
     let supplier = streams.supplier();
-    tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+    tokio::task::spawn_blocking(move || run_stream_task(&e, &t, supplier))
         .await
         .unwrap()
         .unwrap();
@@ -348,7 +359,63 @@ fn payload_round_trips() {
         v["ioConfig"]["endSequenceNumbers"]["partitionSequenceNumberMap"]["0"],
         json!(i64::MAX)
     );
-    assert_eq!(LogstreamTaskSpec::from_json(&v).unwrap(), t);
+    assert_eq!(StreamTaskSpec::from_json(&v).unwrap(), t);
+}
+
+#[test]
+fn shardstream_payload_carries_druids_kinesis_forms_and_round_trips() {
+    use crate::kinesis::KinesisSequence;
+    let spec = SupervisorSpec::parse(&json!({
+        "type": "shardstream",
+        "spec": {
+            "dataSchema": {
+                "dataSource": "kin",
+                "timestampSpec": {"column": "ts", "format": "millis"},
+                "dimensionsSpec": {"dimensions": ["k"]}
+            },
+            "ioConfig": {"stream": "s", "endpoint": "http://127.0.0.1:4567", "inputFormat": {"type": "json"}}
+        }
+    }))
+    .unwrap();
+    let seq = |d: &str| Offset::Kinesis(KinesisSequence::number(d).unwrap());
+    let t = StreamTaskSpec {
+        id: "k".into(),
+        supervisor_id: "kin".into(),
+        task_group_id: 1,
+        spec,
+        start_offsets: BTreeMap::from([
+            (
+                PartitionKey::Shard("shardId-000000000000".into()),
+                seq("49600000000000000000000000000000000000000000000000000100"),
+            ),
+            (
+                PartitionKey::Shard("shardId-000000000001".into()),
+                Offset::Kinesis(KinesisSequence::EndOfShard),
+            ),
+        ]),
+        end_offsets: None,
+        minimum_message_time: None,
+        maximum_message_time: None,
+    };
+    let v = t.to_json();
+    assert_eq!(v["type"], "index_shardstream");
+    let start = &v["ioConfig"]["startSequenceNumbers"];
+    // The last record read (position - 1), as a string; EOS as Druid writes it.
+    assert_eq!(
+        start["partitionSequenceNumberMap"],
+        json!({"shardId-000000000000": "49600000000000000000000000000000000000000000000000000099",
+               "shardId-000000000001": "EOS"})
+    );
+    assert_eq!(
+        start["exclusivePartitions"],
+        json!(["shardId-000000000000", "shardId-000000000001"])
+    );
+    assert!(start.get("partitionOffsetMap").is_none());
+    assert_eq!(
+        v["ioConfig"]["endSequenceNumbers"]["partitionSequenceNumberMap"]["shardId-000000000000"],
+        json!("NO_END_SEQUENCE_NUMBER")
+    );
+    assert_eq!(StreamTaskSpec::from_json(&v).unwrap(), t);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,7 +429,7 @@ async fn small_hydrants_are_merged_without_changing_what_queries_see() {
     let supplier = streams.supplier();
     let run = {
         let (e, t) = (e.clone(), t.clone());
-        tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+        tokio::task::spawn_blocking(move || run_stream_task(&e, &t, supplier))
     };
     // One small batch per hydrant period, 20 times: more hydrants than MERGE_FANOUT.
     let view = Arc::clone(&f.view);
@@ -382,7 +449,7 @@ async fn small_hydrants_are_merged_without_changing_what_queries_see() {
         "{files} hydrant files for 20 hydrants: not merged"
     );
     assert!(max_files <= 2 * MERGE_FANOUT, "{max_files}");
-    control.set_end_offsets(&BTreeMap::from([(0, 100)]));
+    control.set_end_offsets(&om(&[(0, 100)]));
     run.await.unwrap().unwrap();
     assert_eq!(visible(&f.view), (100, (0..100).sum::<i64>()));
     assert!(f.view.snapshot("rt").unwrap().hydrants.is_empty());
@@ -465,7 +532,7 @@ async fn end_offsets_set_during_a_poll_stop_the_records_it_returns() {
     };
     let published = {
         let (e, t) = (e.clone(), t.clone());
-        tokio::task::spawn_blocking(move || run_logstream_task(&e, &t, supplier))
+        tokio::task::spawn_blocking(move || run_stream_task(&e, &t, supplier))
             .await
             .unwrap()
             .unwrap()

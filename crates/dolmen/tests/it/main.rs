@@ -9,6 +9,7 @@ mod coordinator;
 mod corpus;
 mod errors;
 mod ingest_query;
+mod kinesis;
 mod lifecycle;
 mod lookups;
 mod metrics;

@@ -1,6 +1,6 @@
 //! `shardstream` (Kinesis) supervisor specs against the real binary: validated with errors naming
-//! the field, credentials refused without being echoed, and a valid spec refused (400) while the
-//! supervisor runs Kafka only (ADR 0023). Nothing is stored.
+//! the field and credentials refused without being echoed; nothing is stored for a refused spec.
+//! Running supervisors are tested against the emulator in `kinesis.rs`.
 
 use serde_json::{Value, json};
 
@@ -30,22 +30,9 @@ fn spec(stream: &str) -> Value {
 }
 
 #[test]
-fn shardstream_specs_are_validated_and_not_yet_run() {
+fn shardstream_specs_are_validated_and_refused_specs_not_stored() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-
-    // A valid spec, under both type names: 400 saying it cannot run yet, naming `type`.
-    for ty in ["shardstream", "kinesis"] {
-        let mut s = spec("events");
-        s["type"] = json!(ty);
-        let (code, e) = server.post_json(SUP, &s);
-        assert_eq!(code, 400, "{e}");
-        let msg = e["error"].as_str().unwrap();
-        assert!(
-            msg.starts_with("type: [shardstream]") && msg.contains("cannot run yet"),
-            "{e}"
-        );
-    }
 
     // Invalid specs: 400 naming the field.
     type Edit = fn(&mut Value);
