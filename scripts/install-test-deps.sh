@@ -77,7 +77,9 @@ else
     fi
   fi
   mkdir -p "$DEPS_DIR"
-  nohup "$MOTO" -H 127.0.0.1 -p "$S3_PORT" >"$DEPS_DIR/moto_server.log" 2>&1 </dev/null &
+  # setsid: the service outlives the shell and process group that started it (a terminal, a
+  # job runner killing its group), so later test runs find it answering.
+  setsid nohup "$MOTO" -H 127.0.0.1 -p "$S3_PORT" >"$DEPS_DIR/moto_server.log" 2>&1 </dev/null &
   disown || true
   for _ in $(seq 1 60); do
     if s3_answers; then break; fi
@@ -143,7 +145,7 @@ ln -sf "$TANSU" "$DEPS_DIR/tansu-broker"
 if kafka_answers; then
   echo "Kafka test broker already answering at ${KAFKA_URL}"
 else
-  nohup "$TANSU" broker --listener-url "$KAFKA_URL" --advertised-listener-url "$KAFKA_URL" \
+  setsid nohup "$TANSU" broker --listener-url "$KAFKA_URL" --advertised-listener-url "$KAFKA_URL" \
     --storage-engine memory://tansu/ >"$DEPS_DIR/tansu.log" 2>&1 </dev/null &
   disown || true
   for _ in $(seq 1 60); do
@@ -213,7 +215,7 @@ JS
 if kinesis_answers; then
   echo "Kinesis test emulator already answering at ${KINESIS_ENDPOINT}"
 else
-  (cd "$KINESALITE" && nohup "$NODE" serve.js "$KINESIS_PORT" >"$DEPS_DIR/kinesalite.log" 2>&1 </dev/null &)
+  (cd "$KINESALITE" && setsid nohup "$NODE" serve.js "$KINESIS_PORT" >"$DEPS_DIR/kinesalite.log" 2>&1 </dev/null &)
   for _ in $(seq 1 60); do
     if kinesis_answers; then break; fi
     sleep 0.25
