@@ -1078,6 +1078,7 @@ fn segment_schema(plan: &ColumnarPlan) -> SegmentSchema {
             ty: d.ty,
             kind: ColumnKind::Dimension,
             multi_value: false,
+            aggregator: None,
         })
         .collect();
     for m in &plan.metrics {
@@ -1086,6 +1087,7 @@ fn segment_schema(plan: &ColumnarPlan) -> SegmentSchema {
             ty: m.kind.column_type(),
             kind: ColumnKind::Metric,
             multi_value: false,
+            aggregator: m.kind.combining_type().map(str::to_string),
         });
     }
     SegmentSchema { columns }

@@ -670,11 +670,9 @@ fn segment_schema(
         })
         .collect();
     for (n, k) in names.iter().zip(kinds) {
-        columns.push(SegmentColumn::new(
-            n.clone(),
-            k.column_type(),
-            ColumnKind::Metric,
-        ));
+        let mut c = SegmentColumn::new(n.clone(), k.column_type(), ColumnKind::Metric);
+        c.aggregator = k.combining_type().map(str::to_string);
+        columns.push(c);
     }
     SegmentSchema { columns }
 }

@@ -540,6 +540,34 @@ impl MetricKind {
         }
     }
 
+    /// The Druid type of the aggregator that combines stored values of this metric
+    /// (`AggregatorFactory.getCombiningFactory`): a count's and a sum's is the sum of its type,
+    /// a min's and a max's itself, a first's and a last's itself (over the stored value and its
+    /// hidden time column). `None` for sketches, which are combined by their column type.
+    pub fn combining_type(self) -> Option<&'static str> {
+        Some(match self {
+            MetricKind::Count | MetricKind::LongSum => "longSum",
+            MetricKind::LongMin => "longMin",
+            MetricKind::LongMax => "longMax",
+            MetricKind::DoubleSum => "doubleSum",
+            MetricKind::DoubleMin => "doubleMin",
+            MetricKind::DoubleMax => "doubleMax",
+            MetricKind::FloatSum => "floatSum",
+            MetricKind::LongFirst => "longFirst",
+            MetricKind::LongLast => "longLast",
+            MetricKind::DoubleFirst => "doubleFirst",
+            MetricKind::DoubleLast => "doubleLast",
+            MetricKind::FloatFirst => "floatFirst",
+            MetricKind::FloatLast => "floatLast",
+            MetricKind::StringFirst => "stringFirst",
+            MetricKind::StringLast => "stringLast",
+            MetricKind::HllSketch { .. }
+            | MetricKind::ThetaSketch { .. }
+            | MetricKind::QuantilesSketch { .. }
+            | MetricKind::HyperUnique { .. } => return None,
+        })
+    }
+
     /// The stored column type.
     pub fn column_type(self) -> ColumnType {
         match self {

@@ -22,10 +22,14 @@
 //! already have (the coarsest one among them when they differ); `queryGranularity` defaults to
 //! NONE and `rollup` to false, which keep every row as it is. `dimensionsSpec` defaults to the
 //! dimensions of the input segments (newest segment first, with their types), `metricsSpec` to
-//! the combining form of their metric columns (`longSum`, `doubleSum`, `floatSum` by type,
-//! `HLLSketchMerge`, `thetaSketch`, `quantilesDoublesSketch` and `hyperUnique` over the stored
-//! sketches): Dolmen's segments do not record their aggregators, so a `min`/`max`/`first`/`last`
-//! metric must be given in `metricsSpec` when compacting with rollup.
+//! the combining form of their metric columns: the aggregator type ingestion recorded for each
+//! metric in the segment (`SegmentColumn::aggregator`: `longSum` for a count, `longMax` for a
+//! `longMax`, `doubleFirst` for a `doubleFirst`, ..., as Druid reads a segment's aggregators from
+//! its metadata), else by type (`longSum`, `doubleSum`, `floatSum`, `HLLSketchMerge`,
+//! `thetaSketch`, `quantilesDoublesSketch`, `hyperUnique` over the stored sketches). Segments
+//! written before the aggregator was recorded, and metrics of SQL-based ingestion, fall back to
+//! the sum by type: a `min`/`max`/`first`/`last` metric of those must be given in `metricsSpec`
+//! when compacting with rollup.
 //!
 //! The rewrite is an ordinary batch ingestion ([`dolmen_ingest::run_index_task`]) reading the
 //! `druid` input source over the locked interval: same build, same partitioning, same single
@@ -429,6 +433,11 @@ fn default_metrics(inputs: &[DataSegment]) -> Value {
                 continue;
             }
             let n = &c.name;
+            // The combining aggregator the ingestion recorded for the column, when it did.
+            if let Some(t) = &c.aggregator {
+                out.push(json!({"type": t, "name": n, "fieldName": n}));
+                continue;
+            }
             out.push(match c.ty {
                 ColumnType::Long => json!({"type": "longSum", "name": n, "fieldName": n}),
                 ColumnType::Double => json!({"type": "doubleSum", "name": n, "fieldName": n}),

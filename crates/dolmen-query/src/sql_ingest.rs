@@ -401,6 +401,9 @@ impl IngestShape {
                     ColumnKind::Dimension
                 },
                 multi_value: multi,
+                // A SQL aggregate's combining form is not recorded (compaction with rollup
+                // needs its metricsSpec).
+                aggregator: None,
             });
             columns.push((col, f.data_type().clone()));
         }

@@ -227,6 +227,13 @@ pub struct SegmentColumn {
         skip_serializing_if = "std::ops::Not::not"
     )]
     pub multi_value: bool,
+    /// For a metric built by ingestion: the Druid type of the aggregator that combines its
+    /// stored values (`longSum` for a `count`, `longMax` for a `longMax`, `doubleMin`, ...), as
+    /// Druid keeps a segment's aggregators in its metadata. Compaction with rollup combines the
+    /// column with it. Absent for dimensions, sketches (combined by their type) and segments
+    /// written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregator: Option<String>,
 }
 
 impl SegmentColumn {
@@ -237,6 +244,7 @@ impl SegmentColumn {
             ty,
             kind,
             multi_value: false,
+            aggregator: None,
         }
     }
 

@@ -225,6 +225,67 @@ fn compact_task_with_segments_input_rollup_and_bad_specs() {
     assert!(en[0]["c"].as_u64().unwrap() <= 24, "{en:?}");
 }
 
+/// Rollup compaction without a `metricsSpec` combines each metric with the aggregator its
+/// ingestion recorded in the segment (Druid reads them from the segment's metadata): a max
+/// stays a max, a min a min, a count is summed; a sum by type would have added the maxima.
+#[test]
+fn rollup_compaction_combines_metrics_with_their_recorded_aggregators() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path());
+    let mut spec = tutorial_spec("compaction-init-index.json");
+    let schema = &mut spec["spec"]["dataSchema"];
+    schema["dataSource"] = json!("rolled");
+    schema["dimensionsSpec"] = json!({"dimensions": ["channel", "namespace"]});
+    schema["metricsSpec"] = json!([
+        {"type": "count", "name": "cnt"},
+        {"type": "longMax", "name": "max_added", "fieldName": "added"},
+        {"type": "longMin", "name": "min_delta", "fieldName": "delta"},
+        {"type": "doubleMax", "name": "max_deleted", "fieldName": "deleted"},
+        {"type": "longFirst", "name": "first_added", "fieldName": "added"}
+    ]);
+    schema["granularitySpec"]["queryGranularity"] = json!("hour");
+    schema["granularitySpec"]["rollup"] = json!(true);
+    let st = s.run_task(&spec);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let per_channel = |s: &Server| {
+        s.sql(
+            "SELECT channel, SUM(cnt) AS c, MAX(max_added) AS mx, MIN(min_delta) AS mn, \
+                    MAX(max_deleted) AS md, COUNT(*) AS \"rows\" \
+             FROM rolled GROUP BY channel ORDER BY channel",
+        )
+    };
+    let before = per_channel(&s);
+    assert_eq!(
+        before.iter().map(|r| r["c"].as_u64().unwrap()).sum::<u64>(),
+        39244
+    );
+    // The segments record the combining aggregators.
+    let (_, segments) =
+        s.get_json("/druid/coordinator/v1/metadata/datasources/rolled/segments?full");
+    let text = segments.to_string();
+    for t in ["longSum", "longMax", "longMin", "doubleMax", "longFirst"] {
+        assert!(
+            text.contains(&format!("\"aggregator\":\"{t}\"")),
+            "{t}: {text}"
+        );
+    }
+    // Compact the day into one DAY segment, one row per channel and namespace, no metricsSpec.
+    let st = s.run_task(&json!({
+        "type": "compact", "dataSource": "rolled",
+        "ioConfig": {"type": "compact", "inputSpec": {"type": "interval", "interval": "2015-09-12/2015-09-13"}},
+        "granularitySpec": {"segmentGranularity": "DAY", "queryGranularity": "DAY", "rollup": true}
+    }));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let after = per_channel(&s);
+    assert_eq!(after.len(), before.len());
+    for (b, a) in before.iter().zip(&after) {
+        for k in ["channel", "c", "mx", "mn", "md"] {
+            assert_eq!(a[k], b[k], "{k}: before {b}, after {a}");
+        }
+        assert!(a["rows"].as_u64() <= b["rows"].as_u64(), "{a} {b}");
+    }
+}
+
 #[test]
 fn kill9_during_compaction_leaves_the_old_segments_answering() {
     let dir = tempfile::tempdir().unwrap();
