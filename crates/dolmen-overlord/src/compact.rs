@@ -27,9 +27,9 @@
 //! `longMax`, `doubleFirst` for a `doubleFirst`, ..., as Druid reads a segment's aggregators from
 //! its metadata), else by type (`longSum`, `doubleSum`, `floatSum`, `HLLSketchMerge`,
 //! `thetaSketch`, `quantilesDoublesSketch`, `hyperUnique` over the stored sketches). Segments
-//! written before the aggregator was recorded, and metrics of SQL-based ingestion, fall back to
-//! the sum by type: a `min`/`max`/`first`/`last` metric of those must be given in `metricsSpec`
-//! when compacting with rollup.
+//! written before the aggregator was recorded, and metrics of SQL-based ingestion, have none: a
+//! compaction with `rollup: true` and no `metricsSpec` over them fails naming the metric
+//! ([`check_rollup_metrics`]) rather than sum maxima; without rollup rows are copied as they are.
 //!
 //! The rewrite is an ordinary batch ingestion ([`dolmen_ingest::run_index_task`]) reading the
 //! `druid` input source over the locked interval: same build, same partitioning, same single
@@ -421,6 +421,36 @@ fn default_dimensions(inputs: &[DataSegment]) -> Value {
         }
     }
     json!({ "dimensions": dims })
+}
+
+/// Refuses a rollup compaction that would combine a metric without knowing how: no
+/// `metricsSpec` given, and an input metric column (not a sketch, which combines by its type)
+/// without a recorded aggregator (SQL-based ingestion, or a segment written before aggregators
+/// were recorded). Summing it could silently add up maxima or minima.
+///
+/// # Errors
+/// A message naming the column and what to give.
+pub fn check_rollup_metrics(spec: &CompactTaskSpec, inputs: &[DataSegment]) -> Result<(), String> {
+    let rollup = spec.granularity_spec.as_ref().and_then(|g| g.rollup) == Some(true);
+    if !rollup || spec.metrics_spec.is_some() {
+        return Ok(());
+    }
+    for s in inputs {
+        if let Some(c) = s.columns.iter().find(|c| {
+            c.kind == ColumnKind::Metric
+                && c.aggregator.is_none()
+                && matches!(
+                    c.ty,
+                    ColumnType::Long | ColumnType::Double | ColumnType::Float
+                )
+        }) {
+            return Err(format!(
+                "metricsSpec: metric [{}] of segment [{}] has no recorded aggregator (SQL-based ingestion, or a segment written before aggregators were recorded), so rollup cannot tell how to combine it: give metricsSpec",
+                c.name, s.identifier
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The combining aggregators of the input segments' metric columns.

@@ -804,6 +804,7 @@ impl Overlord {
                 before.interval, plan.interval
             )));
         }
+        compact::check_rollup_metrics(spec, &plan.inputs).map_err(IngestError::InvalidSpec)?;
         let index_json = spec.index_spec(id, before.interval, &plan.granularity, &plan.inputs);
         let index = IndexTaskSpec::from_json(&index_json)?;
         tracing::info!(

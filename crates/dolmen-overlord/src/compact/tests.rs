@@ -192,3 +192,53 @@ fn default_schema_comes_from_the_segments_and_state_is_recorded() {
         assert!(state.get(k).is_some(), "{k}");
     }
 }
+
+#[test]
+fn rollup_without_metrics_spec_needs_recorded_aggregators() {
+    let iv = "2015-09-12T01/2015-09-12T02";
+    let rollup = spec(
+        json!({"type": "compact", "dataSource": "ds", "interval": "2015-09-12/2015-09-13",
+        "granularitySpec": {"queryGranularity": "DAY", "rollup": true}}),
+    );
+    // `seg` builds metrics without a recorded aggregator (as older segments have them).
+    let old = vec![seg(iv, "v1", 0)];
+    let e = check_rollup_metrics(&rollup, &old).unwrap_err();
+    assert!(e.starts_with("metricsSpec: metric [count]"), "{e}");
+    // Recorded aggregators are used, and make the compaction possible.
+    let mut recorded = seg(iv, "v1", 0);
+    for c in recorded
+        .columns
+        .iter_mut()
+        .filter(|c| c.kind == ColumnKind::Metric)
+    {
+        c.aggregator = Some(
+            if c.name == "count" {
+                "longSum"
+            } else {
+                "doubleMax"
+            }
+            .into(),
+        );
+    }
+    check_rollup_metrics(&rollup, std::slice::from_ref(&recorded)).unwrap();
+    let v = rollup.index_spec(
+        "t",
+        Interval::parse(iv).unwrap(),
+        &Granularity::from_name("HOUR").unwrap(),
+        &[recorded],
+    );
+    assert_eq!(
+        v["spec"]["dataSchema"]["metricsSpec"],
+        json!([{"type": "longSum", "name": "count", "fieldName": "count"},
+               {"type": "doubleMax", "name": "sum_delta", "fieldName": "sum_delta"}])
+    );
+    // Without rollup, or with a metricsSpec, nothing is combined by guess.
+    let plain =
+        spec(json!({"type": "compact", "dataSource": "ds", "interval": "2015-09-12/2015-09-13"}));
+    check_rollup_metrics(&plain, &old).unwrap();
+    let given = spec(
+        json!({"type": "compact", "dataSource": "ds", "interval": "2015-09-12/2015-09-13",
+        "granularitySpec": {"rollup": true}, "metricsSpec": [{"type": "count", "name": "count"}]}),
+    );
+    check_rollup_metrics(&given, &old).unwrap();
+}
