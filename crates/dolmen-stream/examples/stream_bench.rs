@@ -34,6 +34,10 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
+#[path = "support/bench_http.rs"]
+mod bench_http;
+use bench_http::{count, cpu_seconds, post_supervisor, terminate};
+
 const PARTITIONS: i32 = 4;
 
 fn arg(args: &[String], name: &str) -> String {
@@ -212,45 +216,6 @@ fn spec(ds: &str, topic: &str, brokers: &str) -> Value {
             "tuningConfig": {"type": "logstream"}
         }
     })
-}
-
-fn count(http: &reqwest::blocking::Client, url: &str, ds: &str) -> i64 {
-    let r = http
-        .post(format!("{url}/druid/v2/sql"))
-        .json(&json!({"query": format!("SELECT COUNT(*) AS c FROM \"{ds}\"")}))
-        .send();
-    match r {
-        Ok(r) if r.status().is_success() => r
-            .json::<Value>()
-            .ok()
-            .and_then(|v| v[0]["c"].as_i64())
-            .unwrap_or(0),
-        _ => 0,
-    }
-}
-
-/// CPU seconds (user + system) of a process.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    ticks / 100.0
-}
-
-fn post_supervisor(http: &reqwest::blocking::Client, url: &str, body: &Value) {
-    let r = http
-        .post(format!("{url}/druid/indexer/v1/supervisor"))
-        .json(body)
-        .send()
-        .unwrap();
-    assert!(r.status().is_success(), "supervisor: {}", r.text().unwrap());
-}
-
-fn terminate(http: &reqwest::blocking::Client, url: &str, id: &str) {
-    let _ = http
-        .post(format!("{url}/druid/indexer/v1/supervisor/{id}/terminate"))
-        .send();
 }
 
 fn throughput(url: &str, brokers: &str, pid: u32, rows: u64) {
