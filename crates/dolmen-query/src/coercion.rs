@@ -211,22 +211,18 @@ impl datafusion::logical_expr::planner::ExprPlanner for TextOperandPlanner {
         let (Ok(lt), Ok(rt)) = (expr.left.get_type(schema), expr.right.get_type(schema)) else {
             return Ok(PlannerResult::Original(expr));
         };
-        let (l, r) = match (is_string(&lt), is_string(&rt)) {
-            (true, true) => (DataType::Float64, DataType::Float64),
-            (true, false) if is_number(&rt) => (rt.clone(), rt),
-            (false, true) if is_number(&lt) => (lt.clone(), lt),
+        // The type each text operand is cast to (`None`: the operand stays as it is).
+        let (to_left, to_right) = match (is_string(&lt), is_string(&rt)) {
+            (true, true) => (Some(DataType::Float64), Some(DataType::Float64)),
+            (true, false) if is_number(&rt) => (Some(rt), None),
+            (false, true) if is_number(&lt) => (None, Some(lt)),
             _ => return Ok(PlannerResult::Original(expr)),
         };
-        let left = if is_string(&expr.left.get_type(schema)?) {
-            cast(expr.left, l)
-        } else {
-            expr.left
+        let side = |e: Expr, to: Option<DataType>| match to {
+            Some(t) => cast(e, t),
+            None => e,
         };
-        let right = if is_string(&expr.right.get_type(schema)?) {
-            cast(expr.right, r)
-        } else {
-            expr.right
-        };
+        let (left, right) = (side(expr.left, to_left), side(expr.right, to_right));
         Ok(PlannerResult::Planned(Expr::BinaryExpr(BinaryExpr::new(
             Box::new(left),
             op,
