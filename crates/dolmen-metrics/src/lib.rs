@@ -40,7 +40,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-pub use snapshot::{Snapshot, StreamLag};
+pub use snapshot::{Snapshot, StreamLag, StreamTimeLag};
 
 use crate::defs::MetricDef;
 use crate::names::{UNKNOWN_LABEL, java_list, label_value, query_data_source};

@@ -26,6 +26,18 @@ pub struct StreamLag {
     pub partitions: BTreeMap<i32, i64>,
 }
 
+/// Time lag of one Kinesis stream read into one datasource: per shard, how far in ms reading
+/// stands behind the stream's latest record (the supervisor's `minimumLagMillis`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamTimeLag {
+    /// The datasource the supervisor writes.
+    pub data_source: String,
+    /// The stream (Kinesis stream name).
+    pub stream: String,
+    /// Shard id to lag (ms, never negative).
+    pub partitions: BTreeMap<String, i64>,
+}
+
 /// What the gauge sources report for one scrape.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Snapshot {
@@ -33,6 +45,7 @@ pub struct Snapshot {
     segment_cache: BTreeMap<String, u64>,
     task_slots: Option<(u64, u64)>,
     lags: Vec<StreamLag>,
+    time_lags: Vec<StreamTimeLag>,
 }
 
 impl Snapshot {
@@ -63,6 +76,13 @@ impl Snapshot {
     /// `partitionLag`.
     pub fn stream_lag(&mut self, lag: StreamLag) {
         self.lags.push(lag);
+    }
+
+    /// The time lag of a Kinesis supervisor's stream, Druid's `KinesisSupervisor.computeLagStats`:
+    /// `ingest/kinesis/lag/time` (sum over shards, ms), `maxLag/time`, `avgLag/time` (sum divided
+    /// by the number of shards, whole ms) and `partitionLag/time`.
+    pub fn stream_time_lag(&mut self, lag: StreamTimeLag) {
+        self.time_lags.push(lag);
     }
 }
 
@@ -179,6 +199,49 @@ impl Collector for SnapshotCollector {
                         vec![
                             ds(&l.data_source),
                             ("partition", p.to_string()),
+                            ("stream", label_value(&l.stream)),
+                        ],
+                        *lag,
+                    )
+                })
+            }),
+        )?;
+        let time_labels =
+            |l: &StreamTimeLag| vec![ds(&l.data_source), ("stream", label_value(&l.stream))];
+        gauge_family(
+            &mut encoder,
+            &defs::INGEST_KINESIS_LAG_TIME,
+            snap.time_lags
+                .iter()
+                .map(|l| (time_labels(l), l.partitions.values().sum())),
+        )?;
+        gauge_family(
+            &mut encoder,
+            &defs::INGEST_KINESIS_MAX_LAG_TIME,
+            snap.time_lags.iter().map(|l| {
+                (
+                    time_labels(l),
+                    l.partitions.values().copied().max().unwrap_or(0).max(0),
+                )
+            }),
+        )?;
+        gauge_family(
+            &mut encoder,
+            &defs::INGEST_KINESIS_AVG_LAG_TIME,
+            snap.time_lags.iter().map(|l| {
+                let n = i64::try_from(l.partitions.len().max(1)).unwrap_or(i64::MAX);
+                (time_labels(l), l.partitions.values().sum::<i64>() / n)
+            }),
+        )?;
+        gauge_family(
+            &mut encoder,
+            &defs::INGEST_KINESIS_PARTITION_LAG_TIME,
+            snap.time_lags.iter().flat_map(|l| {
+                l.partitions.iter().map(move |(p, lag)| {
+                    (
+                        vec![
+                            ds(&l.data_source),
+                            ("partition", label_value(p)),
                             ("stream", label_value(&l.stream)),
                         ],
                         *lag,

@@ -213,6 +213,15 @@ fn snapshot_gauges_are_encoded_at_scrape_time() {
             stream: "topic-1".into(),
             partitions: BTreeMap::from([(0, 5), (1, 0), (2, 2)]),
         });
+        s.stream_time_lag(StreamTimeLag {
+            data_source: "kin".into(),
+            stream: "clicks".into(),
+            partitions: BTreeMap::from([
+                ("shardId-000000000000".to_string(), 1500),
+                ("shardId-000000000001".to_string(), 0),
+                ("shardId-000000000002".to_string(), 250),
+            ]),
+        });
     });
     let first = m.encode(Format::OpenMetrics).unwrap();
     assert_eq!(
@@ -250,6 +259,18 @@ fn snapshot_gauges_are_encoded_at_scrape_time() {
         ),
         2.0
     );
+    // Kinesis: time lag in ms, Druid's computeLagStats (sum, max, sum / shards).
+    let k = "{dataSource=\"kin\",stream=\"clicks\"}";
+    assert_eq!(v(&format!("dolmen_ingest_kinesis_lag_time{k}")), 1750.0);
+    assert_eq!(v(&format!("dolmen_ingest_kinesis_maxlag_time{k}")), 1500.0);
+    assert_eq!(v(&format!("dolmen_ingest_kinesis_avglag_time{k}")), 583.0);
+    assert_eq!(
+        v(
+            "dolmen_ingest_kinesis_partitionlag_time{dataSource=\"kin\",partition=\"shardId_000000000002\",stream=\"clicks\"}"
+        ),
+        250.0
+    );
+    assert!(text.contains("# TYPE dolmen_ingest_kinesis_lag_time gauge\n"));
     assert!(text.contains("# TYPE dolmen_segment_count gauge\n"));
     assert!(text.contains(
         "# HELP dolmen_segment_count Number of used segments belonging to a data source.\n"

@@ -49,7 +49,7 @@ use std::time::Duration;
 use dolmen_common::time::{format_iso_millis, now_millis};
 use dolmen_metadata::{MetadataStore, StreamOffsets, SupervisorRecord, TaskState};
 use dolmen_stream::kafka::KafkaRecordSupplier;
-use dolmen_stream::kinesis::KinesisRecordSupplier;
+use dolmen_stream::kinesis::{KinesisRecordSupplier, KinesisSequence};
 use dolmen_stream::seekable::{
     Core, Offset, PartitionKey, offset_from_json, offsets_object, partition_from_str,
 };
@@ -134,6 +134,9 @@ struct RunState {
     /// Kinesis: each shard's parents (empty for Kafka and for original shards).
     parents: BTreeMap<PartitionKey, Vec<PartitionKey>>,
     offsets_last_updated_ms: Option<i64>,
+    /// Kinesis: each shard's time lag in ms, found by the last run from where reading stands
+    /// ([`SupervisorManager::update_time_lag`]); empty for Kafka.
+    time_lag: BTreeMap<PartitionKey, i64>,
     reading: BTreeMap<u32, Group>,
     publishing: Vec<Group>,
     handoff: BTreeSet<u32>,
@@ -155,6 +158,7 @@ impl RunState {
             latest: BTreeMap::new(),
             parents: BTreeMap::new(),
             offsets_last_updated_ms: None,
+            time_lag: BTreeMap::new(),
             reading: BTreeMap::new(),
             publishing: Vec::new(),
             handoff: BTreeSet::new(),
@@ -728,13 +732,20 @@ impl SupervisorManager {
             "recentErrors": st.recent_errors.iter().cloned().collect::<Vec<_>>(),
         });
         if kind == StreamKind::Shardstream {
+            // The supervisor's own reading of each shard's lag (Druid's `partitionLag` of the
+            // Kinesis report); a shard it has no reading for yet falls back to the tasks' last
+            // `millisBehindLatest`.
+            let mut lags = millis_all;
+            for (p, ms) in &st.time_lag {
+                lags.insert(p.clone(), *ms);
+            }
             payload["minimumLagMillis"] = Value::Object(
-                millis_all
-                    .iter()
+                lags.iter()
                     .map(|(p, ms)| (p.to_string(), json!(ms)))
                     .collect(),
             );
-            payload["aggregateLagMillis"] = json!(millis_all.values().sum::<i64>());
+            payload["aggregateLagMillis"] =
+                json!(lags.values().map(|ms| (*ms).max(0)).sum::<i64>());
         }
         Ok(json!({
             "id": id,
@@ -790,6 +801,40 @@ impl SupervisorManager {
                         PartitionKey::Kafka(p) => Some((p, l)),
                         PartitionKey::Shard(_) => None,
                     })
+                    .collect(),
+            });
+        }
+        out
+    }
+
+    /// The time lag of every running (not suspended) `shardstream` supervisor, per shard in ms,
+    /// as its last run found it (the `minimumLagMillis` of the status report):
+    /// `ingest/kinesis/*Lag/time`. As Druid, a suspended supervisor emits none.
+    pub fn stream_time_lags(&self) -> Vec<dolmen_metrics::StreamTimeLag> {
+        let sups: Vec<Arc<Supervisor>> = self
+            .supervisors
+            .lock()
+            .expect("supervisors lock")
+            .values()
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for sup in sups {
+            let spec = sup.spec.lock().expect("spec lock").clone();
+            if spec.suspended || spec.kind != StreamKind::Shardstream {
+                continue;
+            }
+            let st = sup.state.lock().expect("state lock");
+            if st.time_lag.is_empty() {
+                continue;
+            }
+            out.push(dolmen_metrics::StreamTimeLag {
+                data_source: spec.data_source.clone(),
+                stream: spec.io.topic.clone(),
+                partitions: st
+                    .time_lag
+                    .iter()
+                    .map(|(p, ms)| (p.to_string(), (*ms).max(0)))
                     .collect(),
             });
         }
@@ -1072,6 +1117,11 @@ impl SupervisorManager {
                 let _ = self.overlord.shutdown_task(&t);
             }
         }
+        let supplier = if spec.kind == StreamKind::Shardstream {
+            self.update_time_lag(sup, &spec, supplier).await
+        } else {
+            supplier
+        };
         if spec.suspended {
             let mut st = sup.state.lock().expect("state lock");
             st.detailed = "SUSPENDED";
@@ -1376,6 +1426,81 @@ impl SupervisorManager {
                     .any(|(p, o)| o.is_end_of_partition() && parents.contains(p))
             })
         })
+    }
+
+    /// Kinesis: finds each listed shard's time lag from where reading stands and keeps it in
+    /// the run state (Druid's `KinesisSupervisor.updatePartitionLagFromStream`, done there every
+    /// `offsetFetchPeriod`, here every run). Where reading stands: the furthest current offset
+    /// of a reading task, else the end of a publishing group, else the stored offset (what the
+    /// next task starts from; Druid reports nothing for a shard no task reads, so a suspended
+    /// Druid supervisor shows no lag, while here it shows how far behind it will resume). A
+    /// shard with none of these (never read) has no lag. Returns the stream client to reuse.
+    async fn update_time_lag(
+        &self,
+        sup: &Arc<Supervisor>,
+        spec: &SupervisorSpec,
+        supplier: Option<StreamProbe>,
+    ) -> Option<StreamProbe> {
+        let stored = match self.metadata.stream_offsets(&spec.data_source).await {
+            Ok(s) => s
+                .filter(|s| s.stream == spec.io.topic)
+                .map(|s| offsets_from_json(spec.kind, &s))
+                .unwrap_or_default(),
+            Err(_) => BTreeMap::new(),
+        };
+        let positions: BTreeMap<String, KinesisSequence> = {
+            let st = sup.state.lock().expect("state lock");
+            let mut current: BTreeMap<PartitionKey, Offset> = BTreeMap::new();
+            for g in st.reading.values() {
+                for t in &g.tasks {
+                    let offsets = self
+                        .overlord
+                        .stream_control(t)
+                        .map_or_else(|| g.start.clone(), |c| c.current_offsets());
+                    for (p, o) in offsets {
+                        let e = current.entry(p).or_insert_with(|| o.clone());
+                        if o > *e {
+                            *e = o;
+                        }
+                    }
+                }
+            }
+            st.partitions
+                .iter()
+                .filter_map(|p| {
+                    let o = current.get(p).cloned().or_else(|| {
+                        st.publishing
+                            .iter()
+                            .filter_map(|g| g.end.as_ref()?.get(p).cloned())
+                            .max()
+                            .or_else(|| stored.get(p).cloned())
+                    })?;
+                    match (p, o) {
+                        (PartitionKey::Shard(s), Offset::Kinesis(o)) => Some((s.clone(), o)),
+                        _ => None,
+                    }
+                })
+                .collect()
+        };
+        let Some(StreamProbe::Kinesis(client)) = supplier else {
+            return supplier;
+        };
+        let stream = spec.io.topic.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let lag = client.0.time_lag(&stream, &positions);
+            (client, lag)
+        })
+        .await;
+        match result {
+            Ok((client, lag)) => {
+                sup.state.lock().expect("state lock").time_lag = lag
+                    .into_iter()
+                    .map(|(s, ms)| (PartitionKey::Shard(s), ms))
+                    .collect();
+                Some(StreamProbe::Kinesis(client))
+            }
+            Err(_) => None,
+        }
     }
 
     /// Drops the stored `EOS` offsets of shards no longer in the stream (expired after

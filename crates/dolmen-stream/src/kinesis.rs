@@ -709,6 +709,68 @@ impl KinesisRecordSupplier {
         self.shards.get(partition)?.millis_behind_latest
     }
 
+    /// The time lag of each shard of `stream` read up to `positions` (the next sequence number to
+    /// read, as [`RecordSupplier::position`]): Druid's `KinesisRecordSupplier.getPartitionsTimeLag`,
+    /// which the supervisor reports as `minimumLagMillis` and `ingest/kinesis/*Lag/time`.
+    ///
+    /// Per shard, one `GetShardIterator` at the position and one `GetRecords` of one record (all
+    /// shards concurrently). The lag in ms is Kinesis's `millisBehindLatest` of that read, or,
+    /// when a record came back, the age of that first unread record (now minus its
+    /// `ApproximateArrivalTimestamp`) if larger: Kinesis reports 0 once the one returned record
+    /// was the last, and an emulator (kinesalite) always reports 0, while a record is still
+    /// waiting. A shard at `EOS` has lag 0. A shard whose read fails (trimmed position, throttled)
+    /// is left out, as Druid leaves out shards it has no lag for.
+    pub fn time_lag(
+        &self,
+        stream: &str,
+        positions: &BTreeMap<String, KinesisSequence>,
+    ) -> BTreeMap<String, i64> {
+        let connection = &self.connection;
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let one = |shard: String, position: KinesisSequence| async move {
+            if position.is_end_of_shard() {
+                return (shard, Some(0));
+            }
+            let partition = StreamPartition::new(stream.to_owned(), shard.clone());
+            let state = ShardState {
+                position: Some(position),
+                iterator: None,
+                from_horizon: false,
+                millis_behind_latest: None,
+            };
+            let Ok(Some(iterator)) = Self::open_iterator(connection, &partition, &state).await
+            else {
+                return (shard, None);
+            };
+            let Ok(out) = connection.get_records(stream, &iterator, 1).await else {
+                return (shard, None);
+            };
+            let behind = out.millis_behind_latest().unwrap_or(0);
+            let waiting = out
+                .records()
+                .first()
+                .and_then(|r| r.approximate_arrival_timestamp()?.to_millis().ok())
+                .map_or(0, |arrived| (now_ms - arrived).max(0));
+            (shard, Some(behind.max(waiting)))
+        };
+        let lags = connection.call("GetRecords", async {
+            Ok(futures::future::join_all(
+                positions
+                    .iter()
+                    .map(|(shard, position)| one(shard.clone(), position.clone())),
+            )
+            .await)
+        });
+        lags.map(|all| {
+            all.into_iter()
+                .filter_map(|(shard, lag)| Some((shard, lag?)))
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
     /// The parents of each shard of `stream` (`ParentShardId`, `AdjacentParentShardId`), and
     /// whether it is closed: what the supervisor needs to read children after their parents.
     ///

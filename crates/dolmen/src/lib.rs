@@ -457,6 +457,9 @@ fn register_metric_sources(
             for lag in s.stream_lags() {
                 snap.stream_lag(lag);
             }
+            for lag in s.stream_time_lags() {
+                snap.stream_time_lag(lag);
+            }
         }
     });
 }

@@ -129,6 +129,22 @@ fn published_rows(server: &Server, ds: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// `GET /metrics` as text.
+fn metrics_text(server: &Server) -> String {
+    let r = server.get("/metrics");
+    assert_eq!(r.status().as_u16(), 200);
+    r.text().unwrap()
+}
+
+/// The value of the sample `name` whose `dataSource` label is `ds`, if any.
+fn metric(text: &str, name: &str, ds: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| {
+            l.starts_with(&format!("{name}{{")) && l.contains(&format!("dataSource=\"{ds}\""))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
 /// Polls `f` until it returns `Some`, up to [`WAIT`]; panics with `what`.
 fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + WAIT;
@@ -217,6 +233,30 @@ fn shardstream_supervisor_ingests_hands_off_and_answers_every_endpoint() {
     assert_eq!(code, 200);
     assert_eq!(t["payload"]["type"], "index_shardstream");
     assert!(!t.to_string().contains(SECRET));
+    // Lag once caught up: every shard's time lag is 0, in the status report and the metrics.
+    wait_for("a time lag of 0 once caught up", || {
+        let (_, st) = server.get_json(&format!("{SUP}/kin/status"));
+        let p = &st["payload"];
+        let lags = p["minimumLagMillis"].as_object()?;
+        (lags.len() == 2 && lags.values().all(|v| v == 0) && p["aggregateLagMillis"] == 0)
+            .then_some(())
+    });
+    wait_for("ingest/kinesis/*Lag/time of 0", || {
+        let text = metrics_text(&server);
+        let zero = |name: &str| metric(&text, name, "kin") == Some(0.0);
+        (zero("druid_ingest_kinesis_lag_time")
+            && zero("druid_ingest_kinesis_maxlag_time")
+            && zero("druid_ingest_kinesis_avglag_time")
+            && text
+                .lines()
+                .filter(|l| {
+                    l.starts_with("druid_ingest_kinesis_partitionlag_time{")
+                        && l.contains("dataSource=\"kin\"")
+                })
+                .count()
+                == 2)
+            .then_some(())
+    });
     // Stats and health.
     let (code, stats) = server.get_json(&format!("{SUP}/kin/stats"));
     assert_eq!(code, 200, "{stats}");
@@ -250,6 +290,27 @@ fn shardstream_supervisor_ingests_hands_off_and_answers_every_endpoint() {
     assert_eq!(code, 400, "{e}");
     // While suspended: new records, then resetOffsets of one shard past all of its new ones.
     let late = put(&admin, &stream, 150..250);
+    // Records waiting behind the stored sequence numbers: a time lag above 0 on the shards
+    // that hold them (the supervisor reads it from where the next task would start).
+    let st = wait_for("a time lag above 0 while records wait", || {
+        let (_, st) = server.get_json(&format!("{SUP}/kin/status"));
+        (st["payload"]["aggregateLagMillis"].as_i64()? > 0).then_some(st)
+    });
+    for shard in late.iter().map(|(_, s, _)| s) {
+        assert!(
+            st["payload"]["minimumLagMillis"][shard].as_i64() > Some(0),
+            "{shard}: {st}"
+        );
+    }
+    // A suspended supervisor emits no lag metrics (Druid's emitLag).
+    assert_eq!(
+        metric(
+            &metrics_text(&server),
+            "druid_ingest_kinesis_lag_time",
+            "kin"
+        ),
+        None
+    );
     let (code, e) = server.post_json(
         &format!("{SUP}/kin/resetOffsets"),
         &json!({"type": "logstream", "partitions": {"type": "end", "stream": stream, "partitionOffsetMap": {"0": 1}}}),
