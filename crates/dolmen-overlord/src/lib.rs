@@ -1215,7 +1215,11 @@ pub fn kinesis_config(
         .kinesis
         .as_ref()
         .ok_or("ioConfig: not a shardstream ioConfig")?;
-    Ok(io.kinesis_config(credentials))
+    let mut config = io.kinesis_config(credentials);
+    if let Some(tuning) = &spec.tuning.kinesis {
+        tuning.apply(&mut config);
+    }
+    Ok(config)
 }
 
 #[cfg(test)]

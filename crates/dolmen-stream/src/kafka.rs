@@ -96,7 +96,7 @@ impl ClientRuntime {
         }
     }
 
-    fn handle(&self) -> tokio::runtime::Handle {
+    pub(crate) fn handle(&self) -> tokio::runtime::Handle {
         match self {
             Self::Shared(handle) => handle.clone(),
             Self::Owned(rt) => rt

@@ -31,17 +31,31 @@
 //! shard's latest is `EOS`.
 //!
 //! # Fetching
-//! [`RecordSupplier::poll`] issues one `GetRecords` (at most `recordsPerFetch` records) per
-//! assigned shard that is not yet fully read, all concurrently, and returns what they brought; when
-//! none brought anything it waits `fetchDelayMillis` and asks again, until the poll's timeout. An
-//! expired shard iterator is obtained again from the shard's position. `millisBehindLatest` of the
-//! last fetch of each shard is kept for the supervisor's lag report.
+//! As Druid's supplier, fetching runs in the background, apart from the task's reading thread:
+//! `fetchThreads` fetch workers (async tasks on the client's runtime) take the assigned shards
+//! in turn (round robin; one fetch per shard at a time, so its records stay in order), issue one
+//! `GetRecords` (at most `recordsPerFetch` records) each, and put what comes into the record
+//! buffer ([`buffer`]), which holds at most `recordBufferSizeBytes` bytes (or one larger record).
+//! A worker that finds the buffer full waits `recordBufferOfferTimeout`, then again
+//! `recordBufferFullWait` at a time, logging that records are processed slower than they are
+//! fetched. A shard is fetched again after `fetchDelayMillis` (at least 20 ms after an empty
+//! answer, a second after a failed one). [`RecordSupplier::poll`] takes up to `maxBytesPerPoll`
+//! bytes of records from the buffer (at least one), waiting up to its timeout for the first; the
+//! position it reports follows what it returned, and a closed shard's `EOS` comes after its last
+//! record. A seek (or assign) starts the shard's fetching over: what was fetched before is
+//! dropped. An expired shard iterator is obtained again from the shard's position.
+//! `millisBehindLatest` of the last fetch of each shard is kept for the task's lag report.
+//!
+//! A seek checks only that the sequence number is not before the shard's earliest record and
+//! that Kinesis grants an iterator at it (a few requests); the shard's whole range is read only
+//! when that fails, to name it in the error.
 //!
 //! [`KinesisAdmin`] (create, split and merge streams, put records) serves tests and benchmarks.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -245,6 +259,52 @@ pub struct KinesisConfig {
     pub deaggregate: bool,
     /// The bound on each API call.
     pub request_timeout: Duration,
+    /// `tuningConfig.fetchThreads`: how many shard fetches run at once (async fetch workers
+    /// taking the task's shards in turn). Default: two per core, at most one per 10 MB of
+    /// `recordBufferSizeBytes` (Druid's `computeFetchThreads`), at least one.
+    pub fetch_threads: usize,
+    /// `tuningConfig.recordBufferSizeBytes`: the bytes of fetched records held for the task
+    /// before it takes them (default 100 MB; see [`buffer`]).
+    pub record_buffer_bytes: usize,
+    /// `tuningConfig.recordBufferOfferTimeout`: how long a fetch worker first waits for room in
+    /// a full buffer (default 5 s).
+    pub record_buffer_offer_timeout: Duration,
+    /// `tuningConfig.recordBufferFullWait`: how long it waits again each time after that
+    /// (default 5 s), logging that records are read slower than they are fetched.
+    pub record_buffer_full_wait: Duration,
+    /// `tuningConfig.maxBytesPerPoll`: the bytes of records one poll takes from the buffer (at
+    /// least one record; default 1,000,000).
+    pub max_bytes_per_poll: usize,
+}
+
+/// Druid's default `recordBufferSizeBytes` (the smaller of 100 MB and a tenth of the heap there;
+/// Dolmen has no heap bound, so 100 MB).
+pub const DEFAULT_RECORD_BUFFER_BYTES: usize = 100_000_000;
+
+/// Druid's default `maxBytesPerPoll`.
+pub const DEFAULT_MAX_BYTES_PER_POLL: usize = 1_000_000;
+
+/// Druid's default `recordBufferOfferTimeout` and `recordBufferFullWait`.
+pub const DEFAULT_RECORD_BUFFER_WAIT: Duration = Duration::from_secs(5);
+
+/// What one `GetRecords` may return at most (10 MB), the unit of Druid's cap on `fetchThreads`.
+const MAX_FETCH_BYTES: usize = 10_000_000;
+
+/// `fetchThreads` as Druid computes it (`KinesisIndexTask.computeFetchThreads`): the configured
+/// number, else two per core; at most one per 10 MB of the record buffer, at least one.
+pub fn fetch_threads(configured: Option<usize>, record_buffer_bytes: usize) -> usize {
+    let wanted = configured.unwrap_or_else(|| {
+        2 * std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let cap = (record_buffer_bytes / MAX_FETCH_BYTES).max(1);
+    if wanted > cap {
+        tracing::warn!(
+            fetch_threads = wanted,
+            lowered_to = cap,
+            "fetchThreads lowered to one per 10 MB of recordBufferSizeBytes"
+        );
+    }
+    wanted.min(cap).max(1)
 }
 
 impl KinesisConfig {
@@ -261,6 +321,11 @@ impl KinesisConfig {
             fetch_delay: DEFAULT_FETCH_DELAY,
             deaggregate: false,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            fetch_threads: fetch_threads(None, DEFAULT_RECORD_BUFFER_BYTES),
+            record_buffer_bytes: DEFAULT_RECORD_BUFFER_BYTES,
+            record_buffer_offer_timeout: DEFAULT_RECORD_BUFFER_WAIT,
+            record_buffer_full_wait: DEFAULT_RECORD_BUFFER_WAIT,
+            max_bytes_per_poll: DEFAULT_MAX_BYTES_PER_POLL,
         }
     }
 
@@ -545,6 +610,73 @@ impl Connection {
         Ok(found)
     }
 
+    /// For a seek of `shard` to `offset`: `Some((iterator, from_horizon))` when `offset` is a
+    /// position within the shard, found cheaply: not before its earliest record (one
+    /// `TRIM_HORIZON` read of one record) and granted an iterator (`AT_SEQUENCE_NUMBER offset`,
+    /// else `AFTER_SEQUENCE_NUMBER offset - 1`; Kinesis refuses sequence numbers it has not
+    /// issued). `None` when it is not, or when that cannot be told this way (an empty shard,
+    /// `EOS`): the caller then reads the shard's whole range. Druid's task checks only the
+    /// earliest; the latest of a shard costs a scan on an emulator that ignores `AT_TIMESTAMP`
+    /// (see the module docs), which made every task start slow.
+    async fn iterator_within(
+        &self,
+        stream: &str,
+        shard: &str,
+        offset: &KinesisSequence,
+    ) -> Result<Option<(Option<String>, bool)>, KinesisSupplierError> {
+        fn refused(e: &KinesisSupplierError) -> bool {
+            matches!(e, SupplierError::Client(m) if m.contains("InvalidArgumentException"))
+        }
+        if offset.is_end_of_shard() {
+            return Ok(None);
+        }
+        let horizon = self
+            .iterator(stream, shard, ShardIteratorType::TrimHorizon, None, None)
+            .await?;
+        let Some(earliest) = self.first_record_from(stream, horizon, false).await? else {
+            return Ok(None);
+        };
+        if *offset < earliest {
+            return Ok(None);
+        }
+        if *offset == earliest {
+            return Ok(Some((None, true)));
+        }
+        let at = self
+            .iterator(
+                stream,
+                shard,
+                ShardIteratorType::AtSequenceNumber,
+                Some(offset),
+                None,
+            )
+            .await;
+        let iterator = match at {
+            Ok(it) => it,
+            Err(e) if refused(&e) => {
+                let Some(before) = offset.predecessor() else {
+                    return Ok(None);
+                };
+                match self
+                    .iterator(
+                        stream,
+                        shard,
+                        ShardIteratorType::AfterSequenceNumber,
+                        Some(&before),
+                        None,
+                    )
+                    .await
+                {
+                    Ok(it) => it,
+                    Err(e) if refused(&e) => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(iterator.map(|it| (Some(it), false)))
+    }
+
     /// `(earliest, latest, closed)` of a shard: see the module documentation.
     async fn range(
         &self,
@@ -671,8 +803,232 @@ struct ShardState {
 
 /// The [`RecordSupplier`] for Kinesis streams (`shardstream`). See the module documentation.
 pub struct KinesisRecordSupplier {
-    connection: Connection,
+    connection: Arc<Connection>,
+    /// Per assigned shard, where the task stands: the position after the last record
+    /// [`RecordSupplier::poll`] returned (`EOS` once the shard's end was returned).
     shards: BTreeMap<StreamPartition<String>, ShardState>,
+    /// The fetch workers' side: where each shard's fetching stands, the record buffer.
+    fetch: Arc<Fetch>,
+    /// The fetch workers, started by the first poll; stopped when the supplier is dropped.
+    workers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for KinesisRecordSupplier {
+    fn drop(&mut self) {
+        self.fetch.stop.store(true, Ordering::Relaxed);
+        for w in &self.workers {
+            w.abort();
+        }
+    }
+}
+
+/// What the fetch workers share with the supplier.
+struct Fetch {
+    /// Per assigned shard: where fetching stands.
+    slots: std::sync::Mutex<BTreeMap<StreamPartition<String>, FetchSlot>>,
+    /// Fetched records waiting for the task, bounded by `recordBufferSizeBytes`.
+    buffer: buffer::RecordBuffer<Fetched>,
+    /// Where the next worker starts looking for a shard to fetch (round robin).
+    cursor: std::sync::atomic::AtomicUsize,
+    /// The generation given to the next (re)positioned shard.
+    next_generation: std::sync::atomic::AtomicU64,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+/// Where fetching one shard stands.
+struct FetchSlot {
+    state: ShardState,
+    /// Changed whenever the shard is (re)positioned (assign, seek): a fetch started under an
+    /// older generation is dropped, and so are its records still in the buffer.
+    generation: u64,
+    /// A worker is fetching it now (one fetch per shard at a time keeps its records in order).
+    busy: bool,
+    /// Not fetched again before this instant (`fetchDelayMillis`, a retry after an error).
+    next_at: Instant,
+}
+
+impl FetchSlot {
+    fn fetched_to_end(&self) -> bool {
+        self.state.position == Some(KinesisSequence::EndOfShard)
+    }
+}
+
+/// One entry of the record buffer, from the fetch of one shard under one generation.
+struct Fetched {
+    partition: StreamPartition<String>,
+    generation: u64,
+    item: FetchedItem,
+}
+
+enum FetchedItem {
+    Record(OrderedRecord<String, KinesisSequence>),
+    /// The shard is closed and every record in it is in the buffer before this entry.
+    EndOfShard,
+    /// A fetch failed (it is retried a second later from the same position).
+    Failed(KinesisSupplierError),
+}
+
+/// A record's weight in the buffer: its data and partition key.
+fn record_bytes(r: &OrderedRecord<String, KinesisSequence>) -> usize {
+    r.value.as_ref().map_or(0, Vec::len) + r.key.as_ref().map_or(0, Vec::len)
+}
+
+/// How long a shard that answered nothing new waits before its next fetch, at least.
+const EMPTY_FETCH_WAIT: Duration = Duration::from_millis(20);
+
+/// How long a shard whose fetch failed waits before it is fetched again.
+const FAILED_FETCH_WAIT: Duration = Duration::from_secs(1);
+
+impl Fetch {
+    fn generation(&self) -> u64 {
+        self.next_generation.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether a fetch of `partition` under `generation` still counts.
+    fn current(&self, partition: &StreamPartition<String>, generation: u64) -> bool {
+        !self.stop.load(Ordering::Relaxed)
+            && self
+                .slots
+                .lock()
+                .expect("fetch slots lock")
+                .get(partition)
+                .is_some_and(|s| s.generation == generation)
+    }
+
+    /// Claims the next shard due for a fetch, in turn from the round-robin cursor.
+    fn claim(&self) -> Option<(StreamPartition<String>, ShardState, u64)> {
+        let now = Instant::now();
+        let mut slots = self.slots.lock().expect("fetch slots lock");
+        let n = slots.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.cursor.fetch_add(1, Ordering::Relaxed) % n;
+        let p = slots
+            .iter()
+            .cycle()
+            .skip(start)
+            .take(n)
+            .find(|(_, s)| !s.busy && !s.fetched_to_end() && s.next_at <= now)?
+            .0
+            .clone();
+        let slot = slots.get_mut(&p).expect("found above");
+        slot.busy = true;
+        Some((p, slot.state.clone(), slot.generation))
+    }
+
+    /// Ends a fetch: the shard's new state and when it is due again (when still current).
+    fn release(
+        &self,
+        partition: &StreamPartition<String>,
+        generation: u64,
+        state: Option<ShardState>,
+        wait: Duration,
+    ) {
+        let mut slots = self.slots.lock().expect("fetch slots lock");
+        if let Some(slot) = slots
+            .get_mut(partition)
+            .filter(|s| s.generation == generation)
+        {
+            if let Some(state) = state {
+                slot.state = state;
+            }
+            slot.busy = false;
+            slot.next_at = Instant::now() + wait;
+        }
+    }
+
+    /// A fetch worker: claims due shards in turn and fetches them, one `GetRecords` at a time,
+    /// putting what comes into the buffer (waiting for room as Druid's fetch threads do).
+    async fn work(self: Arc<Self>, connection: Arc<Connection>) {
+        let config = &connection.config;
+        while !self.stop.load(Ordering::Relaxed) {
+            let Some((partition, state, generation)) = self.claim() else {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            };
+            let fetch = KinesisRecordSupplier::fetch_one(&connection, partition.clone(), state);
+            let (partition, state, result) =
+                match tokio::time::timeout(config.request_timeout, fetch).await {
+                    Ok(done) => done,
+                    Err(_) => (
+                        partition,
+                        // Not used: a failed fetch leaves the shard's state as it was.
+                        ShardState {
+                            position: None,
+                            iterator: None,
+                            from_horizon: false,
+                            millis_behind_latest: None,
+                        },
+                        Err(SupplierError::CannotConnect {
+                            target: config.target(),
+                            reason: format!(
+                                "GetRecords: no answer within {} ms",
+                                config.request_timeout.as_millis()
+                            ),
+                        }),
+                    ),
+                };
+            let records = match result {
+                Ok(records) => records,
+                Err(e) => {
+                    self.buffer.push_control(Fetched {
+                        partition: partition.clone(),
+                        generation,
+                        item: FetchedItem::Failed(e),
+                    });
+                    self.release(&partition, generation, None, FAILED_FETCH_WAIT);
+                    continue;
+                }
+            };
+            let empty = records.is_empty();
+            let mut wanted = true;
+            for r in records {
+                let size = record_bytes(&r);
+                let mut entry = Fetched {
+                    partition: partition.clone(),
+                    generation,
+                    item: FetchedItem::Record(r),
+                };
+                let mut wait = config.record_buffer_offer_timeout;
+                loop {
+                    let still = || self.current(&partition, generation);
+                    match self.buffer.offer(entry, size, wait, still).await {
+                        Ok(()) => break,
+                        Err(back) => entry = back,
+                    }
+                    if !self.current(&partition, generation) {
+                        wanted = false;
+                        break;
+                    }
+                    tracing::warn!(
+                        retry_in_ms = config.record_buffer_full_wait.as_millis() as u64,
+                        "Kinesis records are being processed slower than they are fetched: the record buffer is full"
+                    );
+                    wait = config.record_buffer_full_wait;
+                }
+                if !wanted {
+                    break;
+                }
+            }
+            if !wanted {
+                continue;
+            }
+            if state.position == Some(KinesisSequence::EndOfShard) {
+                self.buffer.push_control(Fetched {
+                    partition: partition.clone(),
+                    generation,
+                    item: FetchedItem::EndOfShard,
+                });
+            }
+            let wait = if empty {
+                config.fetch_delay.max(EMPTY_FETCH_WAIT)
+            } else {
+                config.fetch_delay
+            };
+            self.release(&partition, generation, Some(state), wait);
+        }
+    }
 }
 
 impl fmt::Debug for KinesisRecordSupplier {
@@ -697,16 +1053,62 @@ impl KinesisRecordSupplier {
                 config.records_per_fetch
             )));
         }
+        let buffer = buffer::RecordBuffer::new(config.record_buffer_bytes);
         Ok(Self {
-            connection: Connection::new(config)?,
+            connection: Arc::new(Connection::new(config)?),
             shards: BTreeMap::new(),
+            fetch: Arc::new(Fetch {
+                slots: std::sync::Mutex::new(BTreeMap::new()),
+                buffer,
+                cursor: std::sync::atomic::AtomicUsize::new(0),
+                next_generation: std::sync::atomic::AtomicU64::new(0),
+                stop: std::sync::atomic::AtomicBool::new(false),
+            }),
+            workers: Vec::new(),
         })
+    }
+
+    /// Fetching of `partition` starts over from the task's position (after assign and seeks):
+    /// a new generation, so what was fetched before is dropped.
+    fn refetch(&self, partition: &StreamPartition<String>) {
+        let Some(state) = self.shards.get(partition) else {
+            return;
+        };
+        let generation = self.fetch.generation();
+        self.fetch.slots.lock().expect("fetch slots lock").insert(
+            partition.clone(),
+            FetchSlot {
+                state: state.clone(),
+                generation,
+                busy: false,
+                next_at: Instant::now(),
+            },
+        );
+    }
+
+    /// Starts the `fetchThreads` fetch workers (once).
+    fn start_workers(&mut self) {
+        if !self.workers.is_empty() {
+            return;
+        }
+        let handle = self.connection.runtime.handle();
+        for _ in 0..self.connection.config.fetch_threads.max(1) {
+            let fetch = Arc::clone(&self.fetch);
+            let connection = Arc::clone(&self.connection);
+            self.workers.push(handle.spawn(fetch.work(connection)));
+        }
     }
 
     /// `millisBehindLatest` that Kinesis reported on the last fetch of `partition`; `None` before
     /// the first fetch or when the partition is not assigned.
     pub fn millis_behind_latest(&self, partition: &StreamPartition<String>) -> Option<i64> {
-        self.shards.get(partition)?.millis_behind_latest
+        self.fetch
+            .slots
+            .lock()
+            .expect("fetch slots lock")
+            .get(partition)?
+            .state
+            .millis_behind_latest
     }
 
     /// The time lag of each shard of `stream` read up to `positions` (the next sequence number to
@@ -994,6 +1396,15 @@ impl RecordSupplier for KinesisRecordSupplier {
             next.insert(partition.clone(), state);
         }
         self.shards = next;
+        self.fetch
+            .slots
+            .lock()
+            .expect("fetch slots lock")
+            .retain(|p, _| self.shards.contains_key(p));
+        let assigned: Vec<StreamPartition<String>> = self.shards.keys().cloned().collect();
+        for p in &assigned {
+            self.refetch(p);
+        }
         Ok(())
     }
 
@@ -1007,6 +1418,20 @@ impl RecordSupplier for KinesisRecordSupplier {
         offset: KinesisSequence,
     ) -> SupplierResult<(), Self> {
         self.state_mut(partition)?;
+        // The cheap check first (the earliest record, and an iterator at the offset); the
+        // shard's whole range only when that check fails, to name it in the error.
+        if let Some((iterator, from_horizon)) = self.connection.call(
+            "checking the sequence number",
+            self.connection
+                .iterator_within(&partition.stream, &partition.partition, &offset),
+        )? {
+            let state = self.state_mut(partition)?;
+            state.from_horizon = from_horizon;
+            state.position = Some(offset);
+            state.iterator = iterator;
+            self.refetch(partition);
+            return Ok(());
+        }
         let (earliest, latest) = self.connection.call(
             "reading the shard's range",
             self.connection
@@ -1025,6 +1450,7 @@ impl RecordSupplier for KinesisRecordSupplier {
         state.from_horizon = offset == earliest && !offset.is_end_of_shard();
         state.position = Some(offset);
         state.iterator = None;
+        self.refetch(partition);
         Ok(())
     }
 
@@ -1038,6 +1464,7 @@ impl RecordSupplier for KinesisRecordSupplier {
             state.from_horizon = true;
             state.position = Some(earliest);
             state.iterator = None;
+            self.refetch(partition);
         }
         Ok(())
     }
@@ -1056,6 +1483,7 @@ impl RecordSupplier for KinesisRecordSupplier {
             state.from_horizon = latest == earliest;
             state.position = Some(latest);
             state.iterator = None;
+            self.refetch(partition);
         }
         Ok(())
     }
@@ -1065,60 +1493,65 @@ impl RecordSupplier for KinesisRecordSupplier {
         timeout: Duration,
     ) -> SupplierResult<Vec<OrderedRecord<String, KinesisSequence>>, Self> {
         let deadline = Instant::now() + timeout;
+        if self
+            .shards
+            .values()
+            .all(|s| s.position == Some(KinesisSequence::EndOfShard))
+        {
+            std::thread::sleep(timeout);
+            return Ok(Vec::new());
+        }
+        self.start_workers();
+        // The generation of each assigned shard: entries of older ones are dropped (no seek
+        // can run during this poll).
+        let generations: BTreeMap<StreamPartition<String>, u64> = self
+            .fetch
+            .slots
+            .lock()
+            .expect("fetch slots lock")
+            .iter()
+            .map(|(p, s)| (p.clone(), s.generation))
+            .collect();
+        let max_bytes = self.connection.config.max_bytes_per_poll;
         loop {
-            let pending: Vec<(StreamPartition<String>, ShardState)> = self
-                .shards
-                .iter()
-                .filter(|(_, s)| s.position != Some(KinesisSequence::EndOfShard))
-                .map(|(p, s)| (p.clone(), s.clone()))
-                .collect();
-            if pending.is_empty() {
-                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-                return Ok(Vec::new());
-            }
-            let connection = &self.connection;
-            let results = connection.call("GetRecords", async {
-                Ok(futures::future::join_all(
-                    pending
-                        .into_iter()
-                        .map(|(p, s)| Self::fetch_one(connection, p, s)),
-                )
-                .await)
-            })?;
-            let mut records = Vec::new();
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let entries = self.fetch.buffer.drain(max_bytes, wait);
+            let mut records = Vec::with_capacity(entries.len());
+            let mut ended = false;
             let mut first_error = None;
-            for (partition, state, result) in results {
-                match result {
-                    Ok(mut batch) => {
-                        records.append(&mut batch);
-                        if let Some(slot) = self.shards.get_mut(&partition) {
-                            *slot = state;
-                        }
+            for e in entries {
+                if generations.get(&e.partition) != Some(&e.generation) {
+                    continue;
+                }
+                let Some(state) = self.shards.get_mut(&e.partition) else {
+                    continue;
+                };
+                match e.item {
+                    FetchedItem::Record(r) => {
+                        state.position = Some(r.offset.successor());
+                        state.from_horizon = false;
+                        state.iterator = None;
+                        records.push(r);
                     }
-                    Err(e) => {
-                        if first_error.is_none() {
-                            first_error = Some(e);
-                        }
+                    FetchedItem::EndOfShard => {
+                        state.position = Some(KinesisSequence::EndOfShard);
+                        state.from_horizon = false;
+                        ended = true;
+                    }
+                    FetchedItem::Failed(err) => {
+                        first_error.get_or_insert(err);
                     }
                 }
             }
-            if !records.is_empty() {
+            if !records.is_empty() || ended {
                 return Ok(records);
             }
             if let Some(e) = first_error {
                 return Err(e);
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if Instant::now() >= deadline {
                 return Ok(records);
             }
-            let delay = self
-                .connection
-                .config
-                .fetch_delay
-                .max(Duration::from_millis(20))
-                .min(deadline - now);
-            std::thread::sleep(delay);
         }
     }
 
@@ -1416,6 +1849,8 @@ impl KinesisAdmin {
         self.wait_active(stream)
     }
 }
+
+mod buffer;
 
 #[cfg(test)]
 mod tests;

@@ -193,6 +193,8 @@ pub struct KinesisTuning {
     pub fetch_threads: Option<u64>,
     /// `maxBytesPerPoll` (default 1,000,000).
     pub max_bytes_per_poll: u64,
+    /// `recordBufferSizeBytes`; `None`: 100 MB.
+    pub record_buffer_size_bytes: Option<u64>,
     /// `repartitionTransitionDuration`, ms (default 120,000): how soon tasks stop after the shard
     /// set changed.
     pub repartition_transition_ms: i64,
@@ -1069,6 +1071,27 @@ fn parse_tuning(kind: StreamKind, v: &Value, path: &str) -> Result<TuningConfig,
     })
 }
 
+impl KinesisTuning {
+    /// Sets the task's fetching in `config` from these fields: the record buffer's bytes,
+    /// `fetchThreads` (Druid's computation, [`crate::kinesis::fetch_threads`]), the buffer waits
+    /// and `maxBytesPerPoll`.
+    pub fn apply(&self, config: &mut crate::kinesis::KinesisConfig) {
+        let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        config.record_buffer_bytes = self
+            .record_buffer_size_bytes
+            .map_or(crate::kinesis::DEFAULT_RECORD_BUFFER_BYTES, to_usize);
+        config.fetch_threads = crate::kinesis::fetch_threads(
+            self.fetch_threads.map(to_usize),
+            config.record_buffer_bytes,
+        );
+        config.record_buffer_offer_timeout =
+            std::time::Duration::from_millis(self.record_buffer_offer_timeout_ms);
+        config.record_buffer_full_wait =
+            std::time::Duration::from_millis(self.record_buffer_full_wait_ms);
+        config.max_bytes_per_poll = to_usize(self.max_bytes_per_poll);
+    }
+}
+
 /// The Kinesis fields of a `shardstream` `tuningConfig`, added to the read-back `rb` with
 /// Druid's defaults (deprecated `recordBufferSize`/`maxRecordsPerPoll` only when given).
 fn parse_kinesis_tuning(
@@ -1136,6 +1159,7 @@ fn parse_kinesis_tuning(
         record_buffer_full_wait_ms: full_wait,
         fetch_threads,
         max_bytes_per_poll,
+        record_buffer_size_bytes: buffer_bytes,
         repartition_transition_ms: transition_ms,
         skip_sequence_number_availability_check: skip,
     })
@@ -1360,6 +1384,42 @@ mod tests {
         assert!(tuning.get("recordBufferSize").is_none());
         // Read-back parses again to the same spec.
         assert_eq!(SupervisorSpec::parse(&rb).unwrap(), s);
+    }
+
+    #[test]
+    fn shardstream_buffer_and_fetch_threads_reach_the_client_configuration() {
+        use crate::kinesis::{DEFAULT_RECORD_BUFFER_BYTES, fetch_threads};
+        let mut v = kinesis_minimal();
+        v["spec"]["tuningConfig"]["recordBufferSizeBytes"] = json!(25_000_000);
+        v["spec"]["tuningConfig"]["fetchThreads"] = json!(8);
+        v["spec"]["tuningConfig"]["recordBufferOfferTimeout"] = json!(100);
+        v["spec"]["tuningConfig"]["recordBufferFullWait"] = json!(200);
+        v["spec"]["tuningConfig"]["maxBytesPerPoll"] = json!(4096);
+        let s = SupervisorSpec::parse(&v).unwrap();
+        let mut config = s.io.kinesis.as_ref().unwrap().kinesis_config(None);
+        s.tuning.kinesis.as_ref().unwrap().apply(&mut config);
+        assert_eq!(config.record_buffer_bytes, 25_000_000);
+        // Druid's cap: one fetch thread per 10 MB of buffer.
+        assert_eq!(config.fetch_threads, 2);
+        assert_eq!(
+            config.record_buffer_offer_timeout,
+            std::time::Duration::from_millis(100)
+        );
+        assert_eq!(
+            config.record_buffer_full_wait,
+            std::time::Duration::from_millis(200)
+        );
+        assert_eq!(config.max_bytes_per_poll, 4096);
+        // Defaults: 100 MB, two threads per core (at most 10), 5 s waits, 1,000,000 bytes.
+        let s = SupervisorSpec::parse(&kinesis_minimal()).unwrap();
+        let mut config = s.io.kinesis.as_ref().unwrap().kinesis_config(None);
+        s.tuning.kinesis.as_ref().unwrap().apply(&mut config);
+        assert_eq!(config.record_buffer_bytes, DEFAULT_RECORD_BUFFER_BYTES);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(config.fetch_threads, (2 * cores).min(10));
+        assert_eq!(config.max_bytes_per_poll, 1_000_000);
+        assert_eq!(fetch_threads(Some(3), 1), 1);
+        assert_eq!(fetch_threads(Some(3), 100_000_000), 3);
     }
 
     #[test]

@@ -331,3 +331,103 @@ fn a_missing_stream_is_stream_not_found() {
         other => panic!("{other}"),
     }
 }
+
+/// The task's fetching honours the record buffer and poll bounds: with a buffer of 64 bytes,
+/// one fetch worker and 20 bytes per poll, every record still arrives once and in order, no
+/// poll returns more than 20 bytes' worth (one record when a record alone is larger), and a seek
+/// in the middle drops what was fetched before it.
+#[test]
+fn a_small_record_buffer_and_one_fetch_thread_read_everything_once_in_order() {
+    let Some(endpoint) = endpoint() else { return };
+    let stream = unique_stream("buffer");
+    let admin = KinesisAdmin::new(config(&endpoint)).unwrap();
+    admin.create_stream(&stream, 2).unwrap();
+    let placed = put(&admin, &stream, 0, 80);
+
+    let mut small = config(&endpoint);
+    small.record_buffer_bytes = 64;
+    small.fetch_threads = 1;
+    small.max_bytes_per_poll = 20;
+    let mut supplier = KinesisRecordSupplier::new(small).unwrap();
+    let partitions: Vec<_> = supplier
+        .partition_ids(&stream)
+        .unwrap()
+        .iter()
+        .map(|s| sp(&stream, s))
+        .collect();
+    supplier.assign(&partitions).unwrap();
+    supplier.seek_to_earliest(&partitions).unwrap();
+    let mut got: Vec<OrderedRecord<String, KinesisSequence>> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.len() < 80 && Instant::now() < deadline {
+        let batch = supplier.poll(Duration::from_millis(500)).unwrap();
+        let bytes: usize = batch
+            .iter()
+            .map(|r| r.value.as_ref().unwrap().len() + r.key.as_ref().unwrap().len())
+            .sum();
+        assert!(
+            batch.len() <= 1 || bytes <= 20,
+            "{} records, {bytes} bytes",
+            batch.len()
+        );
+        got.extend(batch);
+    }
+    assert_eq!(got.len(), 80);
+    for shard in &partitions {
+        let read: Vec<&KinesisSequence> = got
+            .iter()
+            .filter(|r| r.partition == shard.partition)
+            .map(|r| &r.offset)
+            .collect();
+        let put: Vec<&KinesisSequence> = placed
+            .iter()
+            .filter(|(s, _)| *s == shard.partition)
+            .map(|(_, q)| q)
+            .collect();
+        assert_eq!(read, put, "{shard}");
+        // The task's position follows what poll returned.
+        assert_eq!(
+            supplier.position(shard),
+            Some(put.last().unwrap().successor())
+        );
+    }
+
+    // Back to the third record of the first shard: reading resumes exactly there (nothing
+    // fetched before the seek comes out).
+    let first = &partitions[0];
+    let seqs: Vec<&KinesisSequence> = placed
+        .iter()
+        .filter(|(s, _)| *s == first.partition)
+        .map(|(_, q)| q)
+        .collect();
+    supplier.seek(first, seqs[2].clone()).unwrap();
+    // The other shard is read to its latest: only the first one's records come.
+    let again = poll_n(&mut supplier, seqs.len() - 2);
+    let again: Vec<&KinesisSequence> = again.iter().map(|r| &r.offset).collect();
+    assert_eq!(again, seqs[2..].to_vec());
+}
+
+/// The supervisor's time lag of a shard: above 0 while a record waits after the position, 0 at
+/// the latest, 0 for `EOS`.
+#[test]
+fn time_lag_is_the_wait_of_the_first_unread_record() {
+    let Some(endpoint) = endpoint() else { return };
+    let stream = unique_stream("lag");
+    let admin = KinesisAdmin::new(config(&endpoint)).unwrap();
+    admin.create_stream(&stream, 1).unwrap();
+    let placed = put(&admin, &stream, 0, 5);
+    std::thread::sleep(Duration::from_millis(300));
+    let supplier = KinesisRecordSupplier::new(config(&endpoint)).unwrap();
+    let shard = placed[0].0.clone();
+    let positions = BTreeMap::from([(shard.clone(), placed[0].1.clone())]);
+    let lag = supplier.time_lag(&stream, &positions);
+    assert!(lag[&shard] >= 300, "{lag:?}");
+    let latest = supplier.latest_offset(&sp(&stream, &shard)).unwrap();
+    let lag = supplier.time_lag(&stream, &BTreeMap::from([(shard.clone(), latest)]));
+    assert_eq!(lag[&shard], 0);
+    let lag = supplier.time_lag(
+        &stream,
+        &BTreeMap::from([(shard.clone(), KinesisSequence::EndOfShard)]),
+    );
+    assert_eq!(lag[&shard], 0);
+}
