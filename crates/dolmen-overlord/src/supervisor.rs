@@ -1513,18 +1513,9 @@ impl SupervisorManager {
         stored: &StreamOffsets,
         partitions: &[PartitionKey],
     ) {
-        if spec.kind != StreamKind::Shardstream || partitions.is_empty() {
+        let Some(next) = without_expired_shards(spec.kind, stored, partitions) else {
             return;
-        }
-        let listed: BTreeSet<String> = partitions.iter().map(ToString::to_string).collect();
-        let mut next = stored.clone();
-        next.partitions.retain(|p, o| {
-            listed.contains(p)
-                || !offset_from_json(spec.kind, o).is_ok_and(|o| o.is_end_of_partition())
-        });
-        if next.partitions.len() == stored.partitions.len() {
-            return;
-        }
+        };
         match self
             .metadata
             .set_stream_offsets(&spec.data_source, Some(&Some(stored.clone())), Some(&next))
@@ -1539,6 +1530,28 @@ impl SupervisorManager {
             }
         }
     }
+}
+
+/// The stored offsets without the shards that have left the stream (`partitions`, as the
+/// stream lists them now) after being read to their end (`EOS`): Druid's
+/// `cleanupClosedAndExpiredPartitions`. `None` when nothing is to be dropped: a Kafka stream, an
+/// empty listing (a failed or partial answer must not drop anything), or no such shard. A shard
+/// that left the stream before being read to its end keeps its offset (its records were lost
+/// to retention; a reset decides, as in Druid).
+fn without_expired_shards(
+    kind: StreamKind,
+    stored: &StreamOffsets,
+    partitions: &[PartitionKey],
+) -> Option<StreamOffsets> {
+    if kind != StreamKind::Shardstream || partitions.is_empty() {
+        return None;
+    }
+    let listed: BTreeSet<String> = partitions.iter().map(ToString::to_string).collect();
+    let mut next = stored.clone();
+    next.partitions.retain(|p, o| {
+        listed.contains(p) || !offset_from_json(kind, o).is_ok_and(|o| o.is_end_of_partition())
+    });
+    (next.partitions.len() != stored.partitions.len()).then_some(next)
 }
 
 /// The supervisor's client of the stream: partitions, their earliest and latest offsets, and
@@ -1672,5 +1685,65 @@ fn effective_state(spec: &SupervisorSpec, st: &RunState) -> (&'static str, &'sta
         // Connection trouble below the threshold: still pending/running as Druid reports it.
         d if st.connected_once => ("RUNNING", d, true),
         d => ("PENDING", d, true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(n: u32) -> PartitionKey {
+        PartitionKey::Shard(format!("shardId-{n:012}"))
+    }
+
+    /// kinesalite keeps every shard listed for at least 24 h (its minimum retention), so a
+    /// shard leaving the stream cannot happen in an integration test: the decision is tested
+    /// here on the shard list the supplier reports.
+    #[test]
+    fn expired_shards_read_to_their_end_are_dropped_from_the_stored_offsets() {
+        let stored = StreamOffsets {
+            stream: "events".into(),
+            partitions: BTreeMap::from([
+                // Split away and expired, read to its end: dropped.
+                ("shardId-000000000000".to_string(), json!("EOS")),
+                // Closed and read to its end but still listed: kept (its children wait on it).
+                ("shardId-000000000001".to_string(), json!("EOS")),
+                // Expired before it was read to its end: kept.
+                ("shardId-000000000002".to_string(), json!("4968")),
+                // Open children.
+                ("shardId-000000000003".to_string(), json!("4969")),
+                ("shardId-000000000004".to_string(), json!("4970")),
+            ]),
+        };
+        let listed = [shard(1), shard(3), shard(4)];
+        let next = without_expired_shards(StreamKind::Shardstream, &stored, &listed).unwrap();
+        assert_eq!(next.stream, "events");
+        assert_eq!(
+            next.partitions.keys().cloned().collect::<Vec<_>>(),
+            [
+                "shardId-000000000001",
+                "shardId-000000000002",
+                "shardId-000000000003",
+                "shardId-000000000004"
+            ]
+        );
+        // Nothing to drop once dropped; an empty listing (a failed answer) drops nothing; Kafka
+        // offsets are never touched.
+        assert_eq!(
+            without_expired_shards(StreamKind::Shardstream, &next, &listed),
+            None
+        );
+        assert_eq!(
+            without_expired_shards(StreamKind::Shardstream, &stored, &[]),
+            None
+        );
+        let kafka = StreamOffsets {
+            stream: "t".into(),
+            partitions: BTreeMap::from([("0".to_string(), json!(5))]),
+        };
+        assert_eq!(
+            without_expired_shards(StreamKind::Logstream, &kafka, &[PartitionKey::Kafka(1)]),
+            None
+        );
     }
 }
