@@ -4,12 +4,13 @@
 //! [`transactions`] writes with Kafka's transactional producer (librdkafka through Python's
 //! confluent-kafka).
 
+#[path = "../support/mod.rs"]
+mod support;
 mod tls;
 mod transactions;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use dolmen_stream::kafka::{KafkaAdmin, KafkaRecordSupplier, KafkaTestProducer, ProducerRecord};
 use dolmen_stream::{OrderedRecord, RecordSupplier, StreamPartition, SupplierError};
@@ -17,26 +18,16 @@ use dolmen_stream::{OrderedRecord, RecordSupplier, StreamPartition, SupplierErro
 /// The brokers of the test service, or `None` when the caller opted out with
 /// `DOLMEN_SKIP_KAFKA_TESTS=1`. Fails the test when the service is not configured.
 fn brokers() -> Option<String> {
-    match std::env::var("DOLMEN_TEST_KAFKA_BROKERS") {
-        Ok(b) if !b.is_empty() => Some(b),
-        _ if std::env::var("DOLMEN_SKIP_KAFKA_TESTS").as_deref() == Ok("1") => None,
-        _ => panic!(
-            "DOLMEN_TEST_KAFKA_BROKERS is not set: run scripts/install-test-deps.sh (it starts the tansu Kafka broker) and export DOLMEN_TEST_KAFKA_BROKERS=127.0.0.1:9092, or run scripts/test.sh; set DOLMEN_SKIP_KAFKA_TESTS=1 to skip"
-        ),
-    }
+    support::service(
+        "DOLMEN_TEST_KAFKA_BROKERS",
+        "DOLMEN_SKIP_KAFKA_TESTS",
+        "run scripts/install-test-deps.sh (it starts the tansu Kafka broker) and export DOLMEN_TEST_KAFKA_BROKERS=127.0.0.1:9092, or run scripts/test.sh",
+    )
 }
 
 /// A topic name no other test (or earlier run against the same broker) uses.
 fn unique_topic(prefix: &str) -> String {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "{prefix}-{nanos}-{}",
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    support::unique_name(prefix)
 }
 
 fn supplier(brokers: &str) -> KafkaRecordSupplier {

@@ -2,9 +2,11 @@
 //! `scripts/install-test-deps.sh`; `scripts/test.sh` exports `DOLMEN_TEST_KINESIS_ENDPOINT`), through
 //! the real AWS SDK. Each test uses its own stream.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use dolmen_stream::kinesis::{
     KinesisAdmin, KinesisConfig, KinesisRecordSupplier, KinesisSequence, StaticCredentials,
@@ -14,26 +16,16 @@ use dolmen_stream::{OrderedRecord, RecordSupplier, StreamPartition, SupplierErro
 /// The emulator's endpoint, or `None` when the caller opted out with
 /// `DOLMEN_SKIP_KINESIS_TESTS=1`. Fails the test when the service is not configured.
 fn endpoint() -> Option<String> {
-    match std::env::var("DOLMEN_TEST_KINESIS_ENDPOINT") {
-        Ok(e) if !e.is_empty() => Some(e),
-        _ if std::env::var("DOLMEN_SKIP_KINESIS_TESTS").as_deref() == Ok("1") => None,
-        _ => panic!(
-            "DOLMEN_TEST_KINESIS_ENDPOINT is not set: run scripts/install-test-deps.sh (it starts the kinesalite Kinesis emulator) and export DOLMEN_TEST_KINESIS_ENDPOINT=http://127.0.0.1:4567, or run scripts/test.sh; set DOLMEN_SKIP_KINESIS_TESTS=1 to skip"
-        ),
-    }
+    support::service(
+        "DOLMEN_TEST_KINESIS_ENDPOINT",
+        "DOLMEN_SKIP_KINESIS_TESTS",
+        "run scripts/install-test-deps.sh (it starts the kinesalite Kinesis emulator) and export DOLMEN_TEST_KINESIS_ENDPOINT=http://127.0.0.1:4567, or run scripts/test.sh",
+    )
 }
 
 /// A stream name no other test (or earlier run against the same emulator) uses.
 fn unique_stream(prefix: &str) -> String {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "{prefix}-{nanos}-{}",
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    support::unique_name(prefix)
 }
 
 fn config(endpoint: &str) -> KinesisConfig {

@@ -1,10 +1,12 @@
-//! Starting and stopping the real binary.
+//! Starting and stopping the real binary, and helpers the stream tests share (unique names,
+//! kill schedules, id sums).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -368,4 +370,39 @@ pub(crate) fn deep_storage_files(data_dir: &Path) -> Vec<PathBuf> {
     walk(&data_dir.join("deep-storage"), &mut out);
     out.sort();
     out
+}
+
+/// The sum of the event ids `ids` (what `SUM(id)` of their rows is).
+pub(crate) fn sum_ids(ids: impl IntoIterator<Item = i64>) -> i64 {
+    ids.into_iter().sum()
+}
+
+/// A name no other test (or earlier run against the same service) uses: `prefix-<ns>-<n>`.
+pub(crate) fn unique_name(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The pseudo-random numbers (xorshift) that pick kill moments; the seed is printed so a
+/// failing schedule can be replayed.
+pub(crate) fn kill_schedule() -> impl FnMut() -> u64 {
+    let mut seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("kill schedule seed: {seed}");
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
 }

@@ -5,13 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use dolmen_stream::kinesis::{KinesisAdmin, KinesisConfig, StaticCredentials};
 use serde_json::{Value, json};
 
-use crate::common::Server;
+use crate::common::{Server, kill_schedule, sum_ids, unique_name};
 use crate::supervisors::event;
 
 const SUP: &str = "/druid/indexer/v1/supervisor";
@@ -46,15 +45,7 @@ fn admin(endpoint: &str) -> KinesisAdmin {
 
 /// A stream of its own with `shards` shards.
 fn new_stream(admin: &KinesisAdmin, shards: i32) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let stream = format!(
-        "sup-{}-{}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
+    let stream = unique_name("sup");
     admin.create_stream(&stream, shards).unwrap();
     stream
 }
@@ -113,20 +104,6 @@ fn spec(ds: &str, stream: &str, endpoint: &str, extra_io: Value) -> Value {
             "tuningConfig": {"type": "shardstream"}
         }
     })
-}
-
-fn sum(ids: impl Iterator<Item = i64>) -> i64 {
-    ids.sum()
-}
-
-/// Rows of the published (handed-off) segments of `ds`.
-fn published_rows(server: &Server, ds: &str) -> i64 {
-    let (_, segs) = server.get_json(&format!(
-        "/druid/coordinator/v1/metadata/datasources/{ds}/segments?full"
-    ));
-    segs.as_array()
-        .map(|a| a.iter().map(|s| s["numRows"].as_i64().unwrap_or(0)).sum())
-        .unwrap_or(0)
 }
 
 /// `GET /metrics` as text.
@@ -189,9 +166,9 @@ fn shardstream_supervisor_ingests_hands_off_and_answers_every_endpoint() {
         json!({"id": "kin", "modified": true, "restarted": false})
     );
     // Rows are queryable from the running task.
-    server.wait_for_rows("kin", (100, sum(0..100)), WAIT);
+    server.wait_for_rows("kin", (100, sum_ids(0..100)), WAIT);
     let more = put(&admin, &stream, 100..150);
-    server.wait_for_rows("kin", (150, sum(0..150)), WAIT);
+    server.wait_for_rows("kin", (150, sum_ids(0..150)), WAIT);
 
     // Read-back: shardstream, with defaults; the secret is nowhere.
     let (code, s) = server.get_json(&format!("{SUP}/kin"));
@@ -264,9 +241,9 @@ fn shardstream_supervisor_ingests_hands_off_and_answers_every_endpoint() {
 
     // Handoff on taskDuration: the rows move to published segments, counted once.
     wait_for("handoff of the first 150 rows", || {
-        (published_rows(&server, "kin") >= 150).then_some(())
+        (server.published_rows("kin") >= 150).then_some(())
     });
-    assert_eq!(server.count_and_sum("kin"), (150, sum(0..150)));
+    assert_eq!(server.count_and_sum("kin"), (150, sum_ids(0..150)));
 
     // An update cannot change the supervisor's type (400 naming `type`).
     let kafka = json!({"type": "logstream", "spec": {
@@ -346,7 +323,7 @@ fn shardstream_supervisor_ingests_hands_off_and_answers_every_endpoint() {
         "kin",
         (
             150 + kept.len() as i64,
-            sum(0..150) + sum(kept.iter().copied()),
+            sum_ids(0..150) + sum_ids(kept.iter().copied()),
         ),
         WAIT,
     );
@@ -362,10 +339,10 @@ fn shardstream_supervisor_ingests_hands_off_and_answers_every_endpoint() {
     // (First let the running tasks hand off: a reset stops them without publishing.)
     let before = wait_for("every row read so far published", || {
         let now = server.count_and_sum("kin");
-        (published_rows(&server, "kin") == now.0).then_some(now)
+        (server.published_rows("kin") == now.0).then_some(now)
     });
     assert_eq!(server.post_empty(&format!("{SUP}/kin/reset")).0, 200);
-    server.wait_for_rows("kin", (before.0 + 250, before.1 + sum(0..250)), WAIT);
+    server.wait_for_rows("kin", (before.0 + 250, before.1 + sum_ids(0..250)), WAIT);
 
     // Terminate: gone from the listings, history kept; the rows stay exactly once.
     let final_rows = server.count_and_sum("kin");
@@ -374,7 +351,7 @@ fn shardstream_supervisor_ingests_hands_off_and_answers_every_endpoint() {
     assert_eq!(server.get_json(SUP).1, json!([]));
     assert_eq!(server.get_json(&format!("{SUP}/kin/history")).0, 200);
     wait_for("the terminated supervisor's rows published", || {
-        (published_rows(&server, "kin") == final_rows.0).then_some(())
+        (server.published_rows("kin") == final_rows.0).then_some(())
     });
     assert_eq!(server.count_and_sum("kin"), final_rows);
 }
@@ -392,18 +369,18 @@ fn shards_split_and_merged_while_ingesting_are_read_exactly_once() {
     s["spec"]["tuningConfig"]["repartitionTransitionDuration"] = json!("PT2S");
     let (code, body) = server.post_json(SUP, &s);
     assert_eq!(code, 200, "{body}");
-    server.wait_for_rows("reshard", (300, sum(0..300)), WAIT);
+    server.wait_for_rows("reshard", (300, sum_ids(0..300)), WAIT);
 
     // Split shard 0 while the supervisor reads; the records after it go to its children.
     admin.split_shard(&stream, "shardId-000000000000").unwrap();
     put(&admin, &stream, 300..600);
-    server.wait_for_rows("reshard", (600, sum(0..600)), WAIT);
+    server.wait_for_rows("reshard", (600, sum_ids(0..600)), WAIT);
     // Merge shards 1 and 2 (adjacent hash ranges); later records go to the merged child.
     admin
         .merge_shards(&stream, "shardId-000000000001", "shardId-000000000002")
         .unwrap();
     put(&admin, &stream, 600..900);
-    server.wait_for_rows("reshard", (900, sum(0..900)), WAIT);
+    server.wait_for_rows("reshard", (900, sum_ids(0..900)), WAIT);
 
     // The supervisor sees the six shards; the closed parents are read to their end.
     let st = wait_for("status listing the children", || {
@@ -425,9 +402,9 @@ fn shards_split_and_merged_while_ingesting_are_read_exactly_once() {
         200
     );
     wait_for("every row published", || {
-        (published_rows(&server, "reshard") == 900).then_some(())
+        (server.published_rows("reshard") == 900).then_some(())
     });
-    assert_eq!(server.count_and_sum("reshard"), (900, sum(0..900)));
+    assert_eq!(server.count_and_sum("reshard"), (900, sum_ids(0..900)));
 }
 
 #[test]
@@ -469,19 +446,7 @@ fn exactly_once_across_sigkills_splits_and_merges() {
             }
         })
     };
-    // A small deterministic generator for the kill moments (seed printed for replay).
-    let mut seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    eprintln!("kill schedule seed: {seed}");
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut next = kill_schedule();
     let mut server = server;
     // At least six kills, and on until the last record is put (across the split and merge).
     let mut kill = 0;
@@ -495,7 +460,7 @@ fn exactly_once_across_sigkills_splits_and_merges() {
         server = self::server(dir.path());
     }
     producer.join().unwrap();
-    server.wait_for_rows("crashy", (N, sum(0..N)), Duration::from_secs(120));
+    server.wait_for_rows("crashy", (N, sum_ids(0..N)), Duration::from_secs(120));
     // Everything is eventually published once, too.
     let (code, _) = server.post_json(
         &format!("{SUP}/crashy/taskGroups/handoff"),
@@ -503,10 +468,10 @@ fn exactly_once_across_sigkills_splits_and_merges() {
     );
     assert_eq!(code, 202);
     wait_for("every row published", || {
-        assert_eq!(server.count_and_sum("crashy"), (N, sum(0..N)));
-        (published_rows(&server, "crashy") == N).then_some(())
+        assert_eq!(server.count_and_sum("crashy"), (N, sum_ids(0..N)));
+        (server.published_rows("crashy") == N).then_some(())
     });
-    assert_eq!(server.count_and_sum("crashy"), (N, sum(0..N)));
+    assert_eq!(server.count_and_sum("crashy"), (N, sum_ids(0..N)));
     // Six shards: the three parents closed and fully read.
     wait_for("the status listing six shards", || {
         let (_, st) = server.get_json(&format!("{SUP}/crashy/status"));
@@ -541,13 +506,13 @@ fn kpl_aggregated_records_are_deaggregated() {
         &spec("kpl", &stream, &endpoint, json!({"deaggregate": true})),
     );
     assert_eq!(code, 200, "{body}");
-    server.wait_for_rows("kpl", (1010, sum(0..1010)), WAIT);
+    server.wait_for_rows("kpl", (1010, sum_ids(0..1010)), WAIT);
     let (_, s) = server.get_json(&format!("{SUP}/kpl"));
     assert_eq!(s["ioConfig"]["deaggregate"], true, "{s}");
     // Handed off, still exactly once (an aggregate's records share one sequence number).
     assert_eq!(server.post_empty(&format!("{SUP}/kpl/terminate")).0, 200);
     wait_for("every row published", || {
-        (published_rows(&server, "kpl") == 1010).then_some(())
+        (server.published_rows("kpl") == 1010).then_some(())
     });
-    assert_eq!(server.count_and_sum("kpl"), (1010, sum(0..1010)));
+    assert_eq!(server.count_and_sum("kpl"), (1010, sum_ids(0..1010)));
 }

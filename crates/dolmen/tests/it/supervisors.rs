@@ -2,13 +2,12 @@
 //! (tansu, started by `scripts/install-test-deps.sh`; `scripts/test.sh` exports
 //! `DOLMEN_TEST_KAFKA_BROKERS`). Each test uses its own topic.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use dolmen_stream::kafka::{KafkaAdmin, KafkaTestProducer, ProducerRecord};
 use serde_json::{Value, json};
 
-use crate::common::Server;
+use crate::common::{Server, kill_schedule, sum_ids, unique_name};
 
 const SUP: &str = "/druid/indexer/v1/supervisor";
 
@@ -25,15 +24,7 @@ pub(crate) fn brokers() -> Option<String> {
 
 /// A topic of its own with `partitions` partitions.
 pub(crate) fn new_topic(brokers: &str, partitions: i32) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let topic = format!(
-        "sup-{}-{}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
+    let topic = unique_name("sup");
     KafkaAdmin::new(brokers)
         .unwrap()
         .create_topic(&topic, partitions)
@@ -130,7 +121,8 @@ impl Server {
         panic!("{ds}: expected {want:?}, have {last:?}");
     }
 
-    fn published_rows(&self, ds: &str) -> i64 {
+    /// Rows of the published (handed-off) segments of `ds`.
+    pub(crate) fn published_rows(&self, ds: &str) -> i64 {
         let (_, segs) = self.get_json(&format!(
             "/druid/coordinator/v1/metadata/datasources/{ds}/segments?full"
         ));
@@ -138,10 +130,6 @@ impl Server {
             .map(|a| a.iter().map(|s| s["numRows"].as_i64().unwrap_or(0)).sum())
             .unwrap_or(0)
     }
-}
-
-fn sum_ids(r: std::ops::Range<i64>) -> i64 {
-    r.sum()
 }
 
 #[test]
@@ -561,19 +549,7 @@ fn exactly_once_across_sigkills() {
             }
         })
     };
-    // A small deterministic generator for the kill moments (seed printed for replay).
-    let mut seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    eprintln!("kill schedule seed: {seed}");
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut next = kill_schedule();
     let mut server = server;
     for kill in 0..6 {
         let wait_ms = 400 + next() % 1800;
