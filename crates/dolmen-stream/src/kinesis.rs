@@ -876,6 +876,10 @@ fn record_bytes(r: &OrderedRecord<String, KinesisSequence>) -> usize {
 /// How long a shard that answered nothing new waits before its next fetch, at least.
 const EMPTY_FETCH_WAIT: Duration = Duration::from_millis(20);
 
+/// How often an idle fetch worker looks again for a shard to fetch, at most (a seek or an
+/// assign makes a shard due at once).
+const IDLE_RECHECK: Duration = Duration::from_millis(10);
+
 /// How long a shard whose fetch failed waits before it is fetched again.
 const FAILED_FETCH_WAIT: Duration = Duration::from_secs(1);
 
@@ -895,26 +899,32 @@ impl Fetch {
                 .is_some_and(|s| s.generation == generation)
     }
 
-    /// Claims the next shard due for a fetch, in turn from the round-robin cursor.
-    fn claim(&self) -> Option<(StreamPartition<String>, ShardState, u64)> {
+    /// Claims the next shard due for a fetch, in turn from the round-robin cursor; else how
+    /// long until one may be due (the earliest `next_at`, at most [`IDLE_RECHECK`]).
+    fn claim(&self) -> Result<(StreamPartition<String>, ShardState, u64), Duration> {
         let now = Instant::now();
         let mut slots = self.slots.lock().expect("fetch slots lock");
         let n = slots.len();
-        if n == 0 {
-            return None;
-        }
-        let start = self.cursor.fetch_add(1, Ordering::Relaxed) % n;
-        let p = slots
+        let start = self.cursor.fetch_add(1, Ordering::Relaxed) % n.max(1);
+        let due = slots
             .iter()
             .cycle()
             .skip(start)
             .take(n)
-            .find(|(_, s)| !s.busy && !s.fetched_to_end() && s.next_at <= now)?
-            .0
-            .clone();
+            .find(|(_, s)| !s.busy && !s.fetched_to_end() && s.next_at <= now)
+            .map(|(p, _)| p.clone());
+        let Some(p) = due else {
+            let soonest = slots
+                .values()
+                .filter(|s| !s.busy && !s.fetched_to_end())
+                .map(|s| s.next_at.saturating_duration_since(now))
+                .min()
+                .unwrap_or(IDLE_RECHECK);
+            return Err(soonest.clamp(Duration::from_millis(1), IDLE_RECHECK));
+        };
         let slot = slots.get_mut(&p).expect("found above");
         slot.busy = true;
-        Some((p, slot.state.clone(), slot.generation))
+        Ok((p, slot.state.clone(), slot.generation))
     }
 
     /// Ends a fetch: the shard's new state and when it is due again (when still current).
@@ -943,9 +953,12 @@ impl Fetch {
     async fn work(self: Arc<Self>, connection: Arc<Connection>) {
         let config = &connection.config;
         while !self.stop.load(Ordering::Relaxed) {
-            let Some((partition, state, generation)) = self.claim() else {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                continue;
+            let (partition, state, generation) = match self.claim() {
+                Ok(claimed) => claimed,
+                Err(wait) => {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
             };
             let fetch = KinesisRecordSupplier::fetch_one(&connection, partition.clone(), state);
             let (partition, state, result) =
