@@ -1021,7 +1021,9 @@ impl SupervisorManager {
                 Some(s) if s.kind() == probe_spec.kind => s,
                 _ => StreamProbe::new(&probe_spec, credentials)?,
             };
-            let result = s.probe(&probe_spec.io.topic);
+            // The latest offsets are needed before starting tasks only where a task may start
+            // at them (`useEarliest...: false`).
+            let result = s.probe(&probe_spec.io.topic, !probe_spec.io.use_earliest_offset);
             Ok::<_, String>((s, result))
         })
         .await;
@@ -1269,6 +1271,35 @@ impl SupervisorManager {
                 );
             }
         }
+        // Kinesis: the latest sequence numbers the probe left out (a first search per shard),
+        // found now that the tasks run (status `latestOffsets`, the record lag of caught-up
+        // shards).
+        let missing: Vec<PartitionKey> = {
+            let st = sup.state.lock().expect("state lock");
+            partitions
+                .iter()
+                .filter(|p| !st.latest.contains_key(*p))
+                .cloned()
+                .collect()
+        };
+        let supplier = match supplier {
+            Some(s) if !missing.is_empty() => {
+                let stream = spec.io.topic.clone();
+                let found = tokio::task::spawn_blocking(move || {
+                    let found = s.missing_latest(&stream, &missing);
+                    (s, found)
+                })
+                .await;
+                match found {
+                    Ok((s, found)) => {
+                        sup.state.lock().expect("state lock").latest.extend(found);
+                        Some(s)
+                    }
+                    Err(_) => None,
+                }
+            }
+            s => s,
+        };
         let mut st = sup.state.lock().expect("state lock");
         st.detailed = "RUNNING";
         supplier
@@ -1598,7 +1629,11 @@ impl StreamProbe {
         }
     }
 
-    fn probe(&self, stream: &str) -> Result<Probed, String> {
+    /// Partitions, offsets and parents of `stream`. Kinesis: without `latest_always`, a
+    /// shard's latest is given only when it is cheap to know (see
+    /// `KinesisRecordSupplier::earliest_and_known_latest`); the run finds the others after
+    /// starting its tasks ([`StreamProbe::missing_latest`]).
+    fn probe(&self, stream: &str, latest_always: bool) -> Result<Probed, String> {
         fn offsets<R: RecordSupplier<PartitionId = PartitionKey, SequenceNumber = Offset>>(
             s: &R,
             stream: &str,
@@ -1618,22 +1653,71 @@ impl StreamProbe {
         }
         match self {
             StreamProbe::Kafka(s) => offsets(s, stream),
+            StreamProbe::Kinesis(s) if !latest_always => {
+                let parts = s.partition_ids(stream).map_err(|e| e.to_string())?;
+                let mut latest = BTreeMap::new();
+                let mut earliest = BTreeMap::new();
+                for p in &parts {
+                    let PartitionKey::Shard(shard) = p else {
+                        continue;
+                    };
+                    let sp = StreamPartition::new(stream.to_string(), shard.clone());
+                    let (e, l) =
+                        s.0.earliest_and_known_latest(&sp)
+                            .map_err(|e| e.to_string())?;
+                    earliest.insert(p.clone(), Offset::Kinesis(e));
+                    if let Some(l) = l {
+                        latest.insert(p.clone(), Offset::Kinesis(l));
+                    }
+                }
+                let parents = Self::lineage(s, stream)?;
+                Ok((parts, latest, earliest, parents))
+            }
             StreamProbe::Kinesis(s) => {
                 let (parts, latest, earliest, _) = offsets(s, stream)?;
-                let parents =
-                    s.0.shard_lineage(stream)
-                        .map_err(|e| e.to_string())?
-                        .into_iter()
-                        .map(|l| {
-                            (
-                                PartitionKey::Shard(l.shard_id),
-                                l.parents.into_iter().map(PartitionKey::Shard).collect(),
-                            )
-                        })
-                        .collect();
+                let parents = Self::lineage(s, stream)?;
                 Ok((parts, latest, earliest, parents))
             }
         }
+    }
+}
+
+impl StreamProbe {
+    fn lineage(
+        s: &Core<KinesisRecordSupplier>,
+        stream: &str,
+    ) -> Result<BTreeMap<PartitionKey, Vec<PartitionKey>>, String> {
+        Ok(s.0
+            .shard_lineage(stream)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|l| {
+                (
+                    PartitionKey::Shard(l.shard_id),
+                    l.parents.into_iter().map(PartitionKey::Shard).collect(),
+                )
+            })
+            .collect())
+    }
+
+    /// The latest offsets of `partitions` found at any cost (Kinesis shards the probe left
+    /// out); the ones that cannot be read are left out.
+    fn missing_latest(
+        &self,
+        stream: &str,
+        partitions: &[PartitionKey],
+    ) -> BTreeMap<PartitionKey, Offset> {
+        partitions
+            .iter()
+            .filter_map(|p| {
+                let sp = StreamPartition::new(stream.to_string(), p.clone());
+                let latest = match self {
+                    StreamProbe::Kafka(s) => s.latest_offset(&sp),
+                    StreamProbe::Kinesis(s) => s.latest_offset(&sp),
+                };
+                Some((p.clone(), latest.ok()?))
+            })
+            .collect()
     }
 }
 

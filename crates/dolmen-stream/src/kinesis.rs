@@ -677,6 +677,41 @@ impl Connection {
         Ok(iterator.map(|it| (Some(it), false)))
     }
 
+    /// The earliest sequence number of a shard and, when it costs nothing more, its latest:
+    /// `EOS` for a closed shard; for an open one only when an earlier search left a hint to read
+    /// forward from (else `None`: the first search for it may read the whole shard on an
+    /// emulator, see the module docs).
+    async fn earliest_and_known_latest(
+        &self,
+        stream: &str,
+        shard_id: &str,
+    ) -> Result<(KinesisSequence, Option<KinesisSequence>), KinesisSupplierError> {
+        let key = format!("{stream}/{shard_id}");
+        let hinted = self
+            .latest_hints
+            .lock()
+            .expect("latest hints lock")
+            .contains_key(&key);
+        if hinted {
+            let (earliest, latest) = self.range(stream, shard_id).await?;
+            return Ok((earliest, Some(latest)));
+        }
+        let shard = self.shard(stream, shard_id).await?;
+        let range = shard.sequence_number_range().ok_or_else(|| {
+            SupplierError::Client(format!("shard `{shard_id}` has no sequence number range"))
+        })?;
+        let start = parse_sequence(range.starting_sequence_number())?;
+        let closed = range.ending_sequence_number().is_some();
+        let horizon = self
+            .iterator(stream, shard_id, ShardIteratorType::TrimHorizon, None, None)
+            .await?;
+        let earliest = self
+            .first_record_from(stream, horizon, false)
+            .await?
+            .unwrap_or(start);
+        Ok((earliest, closed.then_some(KinesisSequence::EndOfShard)))
+    }
+
     /// `(earliest, latest, closed)` of a shard: see the module documentation.
     async fn range(
         &self,
@@ -1184,6 +1219,25 @@ impl KinesisRecordSupplier {
                 .collect()
         })
         .unwrap_or_default()
+    }
+
+    /// The earliest sequence number of `partition` and its latest when that costs no more than
+    /// a request or two: `EOS` for a closed shard, else only when an earlier search of this
+    /// client found one to read forward from (`None` otherwise; [`RecordSupplier::latest_offset`]
+    /// finds it at any cost). Lets the supervisor start tasks that read from the earliest without
+    /// first scanning every shard on an emulator that ignores `AT_TIMESTAMP` (ADR 0027).
+    ///
+    /// # Errors
+    /// As [`RecordSupplier::earliest_offset`].
+    pub fn earliest_and_known_latest(
+        &self,
+        partition: &StreamPartition<String>,
+    ) -> SupplierResult<(KinesisSequence, Option<KinesisSequence>), Self> {
+        self.connection.call(
+            "reading the shard's earliest sequence number",
+            self.connection
+                .earliest_and_known_latest(&partition.stream, &partition.partition),
+        )
     }
 
     /// The parents of each shard of `stream` (`ParentShardId`, `AdjacentParentShardId`), and

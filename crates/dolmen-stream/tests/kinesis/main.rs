@@ -423,3 +423,37 @@ fn time_lag_is_the_wait_of_the_first_unread_record() {
     );
     assert_eq!(lag[&shard], 0);
 }
+
+/// What the supervisor asks before starting tasks: the earliest sequence number always, the
+/// latest only when cheap (a closed shard's `EOS`, or after a first search left a hint).
+#[test]
+fn earliest_and_known_latest_asks_no_scan_before_the_first_search() {
+    let Some(endpoint) = endpoint() else { return };
+    let stream = unique_stream("cheap");
+    let admin = KinesisAdmin::new(config(&endpoint)).unwrap();
+    admin.create_stream(&stream, 1).unwrap();
+    let placed = put(&admin, &stream, 0, 10);
+    let supplier = KinesisRecordSupplier::new(config(&endpoint)).unwrap();
+    let shard = sp(&stream, &placed[0].0);
+    let (earliest, latest) = supplier.earliest_and_known_latest(&shard).unwrap();
+    assert_eq!(earliest, placed[0].1);
+    assert_eq!(latest, None);
+    let found = supplier.latest_offset(&shard).unwrap();
+    assert_eq!(found, placed[9].1.successor());
+    assert_eq!(
+        supplier.earliest_and_known_latest(&shard).unwrap(),
+        (placed[0].1.clone(), Some(found))
+    );
+    // A closed shard: `EOS`, known from the shard list.
+    admin.split_shard(&stream, &placed[0].0).unwrap();
+    let fresh = KinesisRecordSupplier::new(config(&endpoint)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, latest) = fresh.earliest_and_known_latest(&shard).unwrap();
+        if latest == Some(KinesisSequence::EndOfShard) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the split shard never closed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
