@@ -351,6 +351,8 @@ pub struct QueryEngine {
     /// plans call no time-dependent function, so the query start time a copy would stamp is
     /// not read. The second has `readFromDeepStorage` set.
     cached_plan_states: [SessionState; 2],
+    /// The value indexes of loaded segments ([`crate::index`]).
+    indexes: Arc<crate::index::ValueIndexes>,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -404,6 +406,15 @@ impl QueryEngine {
     ) -> QueryEngine {
         // Value indexes of loaded segments, shared by the tables and the distinct-values rule.
         let indexes = Arc::new(crate::index::ValueIndexes::default());
+        // Loaded with the segments: the cache calls back for every segment it loads.
+        {
+            let indexes = Arc::downgrade(&indexes);
+            cache.set_load_hook(move |path| {
+                if let (Some(indexes), Ok(path)) = (indexes.upgrade(), std::path::absolute(path)) {
+                    indexes.load_in_background(vec![path]);
+                }
+            });
+        }
         let mut config = SessionConfig::new()
             .with_create_default_catalog_and_schema(false)
             .with_default_catalog_and_schema("druid", "druid")
@@ -479,7 +490,7 @@ impl QueryEngine {
             Arc::new(DruidCatalog::new(
                 view,
                 cache,
-                indexes,
+                Arc::clone(&indexes),
                 routines,
                 sys,
                 Arc::clone(&lookups),
@@ -494,7 +505,14 @@ impl QueryEngine {
             lookups,
             plans: crate::plan_cache::PlanCache::default(),
             resources: std::sync::Mutex::default(),
+            indexes,
         }
+    }
+
+    /// The value indexes of loaded segments: what the equality filters and distinct counts
+    /// read, and their counters (`segment/valueIndex/*` metrics).
+    pub fn value_indexes(&self) -> &Arc<crate::index::ValueIndexes> {
+        &self.indexes
     }
 
     /// The session state for one query: a copy of the engine's, stamped with the query's

@@ -1,0 +1,502 @@
+//! Value indexes built with the segment: for every plain string column of a segment file, its
+//! distinct values (sorted) and one dictionary code per row. They are Dolmen's form of Druid's
+//! per-segment dictionaries and bitmap indexes (`docs/design/segments.md`, "Indexing"), which
+//! Druid builds when it builds a segment; the query engine uses them for equality filters and
+//! distinct counts (`dolmen_query::index`, ADR 0011, ADR 0025).
+//!
+//! They live in a sidecar file beside the segment file: `<segment file name>`
+//! [`SIDECAR_SUFFIX`] (`index.parquet.indexes.arrow`), in deep storage under the segment's key
+//! plus that suffix, and in the segment cache beside the cached copy. The sidecar is an Arrow
+//! IPC file holding one record batch with one column per indexed string column, of type
+//! `Dictionary(<smallest unsigned key>, Utf8)`: the dictionary is the column's distinct
+//! non-null values sorted ascending (byte order), each row's key the position of its value
+//! (null rows are null). The schema metadata [`ROWS_METADATA_KEY`] holds the row count (a
+//! segment without string columns still gets a sidecar, with no columns).
+//!
+//! [`SegmentFileWriter`](crate::SegmentFileWriter) builds them while it writes the file (so
+//! every segment writer: batch and SQL ingestion, streaming hydrants and handoff, compaction)
+//! and publishes the sidecar before the segment file. [`build_sidecar`] builds one from an
+//! existing segment file (segments written before sidecars existed).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StringArray};
+use arrow::array::{StringDictionaryBuilder, UInt32Array};
+use arrow::datatypes::{DataType, Field, Schema, UInt32Type};
+use arrow::error::ArrowError;
+
+use crate::TIME_COLUMN;
+use crate::file::{COMPLEX_METADATA_KEY, SegmentFileError};
+
+/// Suffix appended to a segment file's name (and deep storage key) to name its sidecar.
+pub const SIDECAR_SUFFIX: &str = ".indexes.arrow";
+
+/// Schema metadata key of a sidecar: the segment file's row count (decimal).
+pub const ROWS_METADATA_KEY: &str = "dolmen.rows";
+
+/// The code of a null row in [`ColumnValueIndex::codes`].
+pub const NULL_CODE: u32 = u32::MAX;
+
+/// The sidecar path of the segment file at `segment_file` (its name plus [`SIDECAR_SUFFIX`]).
+pub fn sidecar_path(segment_file: &Path) -> PathBuf {
+    let mut name = segment_file.as_os_str().to_os_string();
+    name.push(SIDECAR_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// The deep storage key of the sidecar of the segment file stored at `key`.
+pub fn sidecar_key(key: &str) -> String {
+    format!("{key}{SIDECAR_SUFFIX}")
+}
+
+/// The columns of `schema` that get a value index: top-level UTF-8 columns other than
+/// `__time` and nested JSON (`COMPLEX<json>` is stored as JSON text).
+pub fn indexed_columns(schema: &Schema) -> Vec<usize> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| {
+            matches!(
+                f.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) && f.name() != TIME_COLUMN
+                && !f.metadata().contains_key(COMPLEX_METADATA_KEY)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The value index of one column of one segment file.
+#[derive(Debug, Clone)]
+pub struct ColumnValueIndex {
+    /// Column name.
+    pub column: String,
+    /// Distinct non-null values, sorted ascending (byte order).
+    pub values: StringArray,
+    /// One code per row: the position of the row's value in `values`, or [`NULL_CODE`].
+    pub codes: UInt32Array,
+}
+
+/// Builds the value indexes of a segment file from its batches, in file order.
+pub struct ValueIndexBuilder {
+    rows: usize,
+    columns: Vec<ColumnBuilder>,
+}
+
+/// Most bytes of distinct values one column's index may hold per segment file. A column past
+/// it (near-unique values: session ids, long free text) gets no index: the builder's memory
+/// stays bounded whatever the segment size (ingestion's `maxBytesInMemory` bounds the rows it
+/// holds, and an index holding every distinct value would not be), and queries read such a
+/// column's file whole, as they do without an index. 8 MiB keeps e.g. 400k distinct 20-byte
+/// page titles per segment.
+pub const MAX_INDEX_VALUE_BYTES: usize = 8 << 20;
+
+/// The index of one column being built; `builder` is `None` once the column outgrew
+/// [`MAX_INDEX_VALUE_BYTES`].
+struct ColumnBuilder {
+    position: usize,
+    name: String,
+    builder: Option<StringDictionaryBuilder<UInt32Type>>,
+    distinct: usize,
+    value_bytes: usize,
+}
+
+impl std::fmt::Debug for ValueIndexBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueIndexBuilder")
+            .field("rows", &self.rows)
+            .field(
+                "columns",
+                &self.columns.iter().map(|c| &c.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl ValueIndexBuilder {
+    /// A builder for files of `schema` (indexes [`indexed_columns`]).
+    pub fn new(schema: &Schema) -> ValueIndexBuilder {
+        ValueIndexBuilder {
+            rows: 0,
+            columns: indexed_columns(schema)
+                .into_iter()
+                .map(|i| ColumnBuilder {
+                    position: i,
+                    name: schema.field(i).name().clone(),
+                    builder: Some(StringDictionaryBuilder::new()),
+                    distinct: 0,
+                    value_bytes: 0,
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds the rows of `batch` (same schema as the builder's). Runs of equal values (sorted
+    /// segments have many) are interned once per run.
+    ///
+    /// # Errors
+    /// More than `u32::MAX` distinct values in a column, or a column that cannot be read as
+    /// UTF-8.
+    pub fn push(&mut self, batch: &RecordBatch) -> Result<(), ArrowError> {
+        self.rows += batch.num_rows();
+        for c in &mut self.columns {
+            let Some(builder) = c.builder.as_mut() else {
+                continue;
+            };
+            let column = batch.column(c.position);
+            let column = match column.data_type() {
+                DataType::Utf8 => Arc::clone(column),
+                _ => arrow::compute::cast(column, &DataType::Utf8)?,
+            };
+            let strings = column.as_string::<i32>();
+            let mut at = 0;
+            while at < strings.len() {
+                let value = strings.is_valid(at).then(|| strings.value(at));
+                let mut end = at + 1;
+                while end < strings.len()
+                    && strings.is_valid(end) == value.is_some()
+                    && value.is_none_or(|v| strings.value(end) == v)
+                {
+                    end += 1;
+                }
+                match value {
+                    Some(v) => {
+                        let key = builder.append_n(v, end - at)?;
+                        if key as usize == c.distinct {
+                            c.distinct += 1;
+                            c.value_bytes += v.len();
+                        }
+                    }
+                    None => builder.append_nulls(end - at),
+                }
+                at = end;
+            }
+            if c.value_bytes > MAX_INDEX_VALUE_BYTES {
+                tracing::debug!(column = %c.name, "too many distinct values for a value index");
+                c.builder = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// The finished indexes, values sorted (columns past [`MAX_INDEX_VALUE_BYTES`] left out).
+    pub fn finish(self) -> Vec<ColumnValueIndex> {
+        self.columns
+            .into_iter()
+            .filter_map(|c| {
+                let dict = c.builder?.finish();
+                let (values, codes) = sorted(dict.values().as_string::<i32>(), dict.keys());
+                Some(ColumnValueIndex {
+                    column: c.name,
+                    values,
+                    codes,
+                })
+            })
+            .collect()
+    }
+
+    /// Finishes the indexes and writes them to `path` atomically (a temporary file, `fsync`,
+    /// rename).
+    ///
+    /// # Errors
+    /// On encoding or I/O failure (no file is left at `path`).
+    pub fn write(self, path: &Path) -> Result<(), SegmentFileError> {
+        let rows = self.rows;
+        write_sidecar(path, rows, &self.finish())
+    }
+}
+
+/// Distinct values sorted and codes renumbered to follow them; null keys become [`NULL_CODE`].
+fn sorted(values: &StringArray, keys: &UInt32Array) -> (StringArray, UInt32Array) {
+    let mut order: Vec<u32> = (0..values.len() as u32).collect();
+    order.sort_unstable_by(|a, b| values.value(*a as usize).cmp(values.value(*b as usize)));
+    let mut remap = vec![0u32; values.len()];
+    for (new, old) in order.iter().enumerate() {
+        // `new` < number of values, which is a u32 key space.
+        remap[*old as usize] = new as u32;
+    }
+    let sorted_values =
+        StringArray::from_iter_values(order.iter().map(|i| values.value(*i as usize)));
+    let codes: UInt32Array = if keys.null_count() == 0 {
+        keys.values()
+            .iter()
+            .map(|k| remap[*k as usize])
+            .collect::<Vec<_>>()
+            .into()
+    } else {
+        keys.iter()
+            .map(|k| k.map_or(NULL_CODE, |k| remap[k as usize]))
+            .collect::<Vec<_>>()
+            .into()
+    };
+    (sorted_values, codes)
+}
+
+/// Writes `indexes` of a `rows`-row segment file as a sidecar at `path`, atomically.
+///
+/// # Errors
+/// On encoding or I/O failure (no file is left at `path`).
+pub fn write_sidecar(
+    path: &Path,
+    rows: usize,
+    indexes: &[ColumnValueIndex],
+) -> Result<(), SegmentFileError> {
+    let display = path.display().to_string();
+    let arrow_err = |e: ArrowError| SegmentFileError::Index {
+        path: display.clone(),
+        message: e.to_string(),
+    };
+    let mut fields = Vec::with_capacity(indexes.len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(indexes.len());
+    for ix in indexes {
+        // Smallest key type that holds every code: sidecars of low-cardinality columns stay
+        // at one or two bytes per row.
+        let key = match ix.values.len() {
+            n if n <= 1 << 8 => DataType::UInt8,
+            n if n <= 1 << 16 => DataType::UInt16,
+            _ => DataType::UInt32,
+        };
+        let keys: UInt32Array = ix
+            .codes
+            .iter()
+            .map(|c| c.filter(|c| *c != NULL_CODE))
+            .collect();
+        let dict =
+            arrow::array::DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(ix.values.clone()))
+                .map_err(arrow_err)?;
+        let ty = DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8));
+        columns.push(arrow::compute::cast(&dict, &ty).map_err(arrow_err)?);
+        fields.push(Field::new(&ix.column, ty, true));
+    }
+    let schema = Arc::new(Schema::new_with_metadata(
+        fields,
+        [(ROWS_METADATA_KEY.to_string(), rows.to_string())].into(),
+    ));
+    let batch = RecordBatch::try_new_with_options(
+        Arc::clone(&schema),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+    .map_err(arrow_err)?;
+    let io = |source| SegmentFileError::Io {
+        path: display.clone(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let mut tmp = path.as_os_str().to_os_string();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let written = (|| {
+        let file = std::fs::File::create(&tmp).map_err(io)?;
+        let mut w = arrow::ipc::writer::FileWriter::try_new(file, &schema).map_err(arrow_err)?;
+        w.write(&batch).map_err(arrow_err)?;
+        w.finish().map_err(arrow_err)?;
+        let file = w.into_inner().map_err(arrow_err)?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Reads a sidecar file.
+///
+/// # Errors
+/// On I/O failure or a file that is not a sidecar.
+pub fn read_sidecar(path: &Path) -> Result<(usize, Vec<ColumnValueIndex>), SegmentFileError> {
+    let bytes = std::fs::read(path).map_err(|source| SegmentFileError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    decode_sidecar(&bytes, &path.display().to_string())
+}
+
+/// Decodes the bytes of a sidecar (read from a file or an object store); `name` names it in
+/// errors. Returns the segment file's row count and the indexes.
+///
+/// # Errors
+/// When the bytes are not a sidecar.
+pub fn decode_sidecar(
+    bytes: &[u8],
+    name: &str,
+) -> Result<(usize, Vec<ColumnValueIndex>), SegmentFileError> {
+    let bad = |message: String| SegmentFileError::Index {
+        path: name.to_string(),
+        message,
+    };
+    let cursor = std::io::Cursor::new(bytes);
+    let mut reader =
+        arrow::ipc::reader::FileReader::try_new(cursor, None).map_err(|e| bad(e.to_string()))?;
+    let rows: usize = reader
+        .schema()
+        .metadata()
+        .get(ROWS_METADATA_KEY)
+        .and_then(|r| r.parse().ok())
+        .ok_or_else(|| bad(format!("no {ROWS_METADATA_KEY}")))?;
+    let Some(batch) = reader.next() else {
+        return Ok((rows, Vec::new()));
+    };
+    let batch = batch.map_err(|e| bad(e.to_string()))?;
+    let target = DataType::Dictionary(Box::new(DataType::UInt32), Box::new(DataType::Utf8));
+    let mut out = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let dict = arrow::compute::cast(column, &target).map_err(|e| bad(e.to_string()))?;
+        let dict = dict.as_dictionary::<UInt32Type>();
+        let values = dict.values().as_string::<i32>().clone();
+        let codes: UInt32Array = if dict.keys().null_count() == 0 {
+            dict.keys().clone()
+        } else {
+            dict.keys()
+                .iter()
+                .map(|k| k.unwrap_or(NULL_CODE))
+                .collect::<Vec<_>>()
+                .into()
+        };
+        out.push(ColumnValueIndex {
+            column: field.name().clone(),
+            values,
+            codes,
+        });
+    }
+    Ok((rows, out))
+}
+
+/// Builds the sidecar of the existing segment file at `segment_file` (one read of its string
+/// columns) and writes it at [`sidecar_path`]. For segments written before sidecars existed.
+///
+/// # Errors
+/// On a Parquet, encoding or I/O failure.
+pub fn build_sidecar(segment_file: &Path) -> Result<(), SegmentFileError> {
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let display = segment_file.display().to_string();
+    let parquet_err = |source| SegmentFileError::Parquet {
+        path: display.clone(),
+        source,
+    };
+    let file = std::fs::File::open(segment_file).map_err(|source| SegmentFileError::Io {
+        path: display.clone(),
+        source,
+    })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
+    let columns = indexed_columns(builder.schema());
+    let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
+    let projected = builder
+        .schema()
+        .project(&columns)
+        .map_err(|e| SegmentFileError::Index {
+            path: display.clone(),
+            message: e.to_string(),
+        })?;
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(65_536)
+        .build()
+        .map_err(parquet_err)?;
+    let mut index = ValueIndexBuilder::new(&projected);
+    for batch in reader {
+        let batch = batch.map_err(|e| SegmentFileError::Index {
+            path: display.clone(),
+            message: e.to_string(),
+        })?;
+        index.push(&batch).map_err(|e| SegmentFileError::Index {
+            path: display.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    index.write(&sidecar_path(segment_file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+
+    fn batch(pages: Vec<Option<&str>>) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("page", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, false),
+            Field::new("doc", DataType::Utf8, true)
+                .with_metadata([(COMPLEX_METADATA_KEY.to_string(), "json".to_string())].into()),
+        ]));
+        let n = pages.len() as i64;
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(pages)),
+                Arc::new(Int64Array::from_iter_values(0..n)),
+                Arc::new(StringArray::from(vec![Some("{}"); n as usize])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn builds_sorted_values_and_codes_across_batches() {
+        let b1 = batch(vec![Some("b"), Some("b"), None, Some("a")]);
+        let b2 = batch(vec![Some("c"), Some("a"), None, None]);
+        let mut builder = ValueIndexBuilder::new(&b1.schema());
+        builder.push(&b1).unwrap();
+        builder.push(&b2).unwrap();
+        let indexes = builder.finish();
+        assert_eq!(indexes.len(), 1, "only the plain string column");
+        let ix = &indexes[0];
+        assert_eq!(ix.column, "page");
+        assert_eq!(ix.values, StringArray::from(vec!["a", "b", "c"]));
+        let n = NULL_CODE;
+        assert_eq!(ix.codes.values().to_vec(), vec![1, 1, n, 0, 2, 0, n, n]);
+    }
+
+    #[test]
+    fn near_unique_columns_past_the_limit_get_no_index() {
+        let long: Vec<String> = (0..2_000).map(|i| format!("{i:0>5000}")).collect();
+        let b = batch(long.iter().map(|s| Some(s.as_str())).collect());
+        let mut builder = ValueIndexBuilder::new(&b.schema());
+        builder.push(&b).unwrap();
+        assert!(
+            builder.columns[0].builder.is_none(),
+            "10 MB of distinct values"
+        );
+        assert!(builder.finish().is_empty());
+    }
+
+    #[test]
+    fn sidecar_round_trip_and_key_widths() {
+        let dir = tempfile::tempdir().unwrap();
+        // 300 distinct values: two-byte keys.
+        let names: Vec<String> = (0..600).map(|i| format!("v{:03}", i % 300)).collect();
+        let mut pages: Vec<Option<&str>> = names.iter().map(|s| Some(s.as_str())).collect();
+        pages[7] = None;
+        let b = batch(pages.clone());
+        let mut builder = ValueIndexBuilder::new(&b.schema());
+        builder.push(&b).unwrap();
+        let path = sidecar_path(&dir.path().join("index.parquet"));
+        assert!(path.ends_with("index.parquet.indexes.arrow"));
+        builder.write(&path).unwrap();
+        let (rows, read) = read_sidecar(&path).unwrap();
+        assert_eq!(rows, 600);
+        let ix = &read[0];
+        assert_eq!(ix.values.len(), 300);
+        for (row, want) in pages.iter().enumerate() {
+            let code = ix.codes.value(row);
+            match want {
+                None => assert_eq!(code, NULL_CODE),
+                Some(v) => assert_eq!(ix.values.value(code as usize), *v),
+            }
+        }
+        // No string column: still a sidecar, with the row count.
+        let empty = dir.path().join("e.indexes.arrow");
+        write_sidecar(&empty, 5, &[]).unwrap();
+        let (rows, read) = read_sidecar(&empty).unwrap();
+        assert_eq!((rows, read.len()), (5, 0));
+        assert!(read_sidecar(&dir.path().join("missing")).is_err());
+        std::fs::write(dir.path().join("junk"), b"junk").unwrap();
+        assert!(read_sidecar(&dir.path().join("junk")).is_err());
+    }
+}
