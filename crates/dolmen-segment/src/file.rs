@@ -412,7 +412,8 @@ impl SegmentFileWriter {
             .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
             .set_created_by("dolmen".to_string())
             .build();
-        let index = crate::value_index::ValueIndexBuilder::new(&schema);
+        let index = crate::value_index::enabled()
+            .then(|| crate::value_index::ValueIndexBuilder::new(&schema));
         let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
             SegmentFileError::Parquet {
                 path: path.display().to_string(),
@@ -423,7 +424,7 @@ impl SegmentFileWriter {
             path: path.to_path_buf(),
             tmp,
             writer: Some(writer),
-            index: Some(index),
+            index,
             rows: 0,
         })
     }

@@ -38,6 +38,18 @@ pub const ROWS_METADATA_KEY: &str = "dolmen.rows";
 /// The code of a null row in [`ColumnValueIndex::codes`].
 pub const NULL_CODE: u32 = u32::MAX;
 
+/// Environment variable that turns the building of value indexes off for the process when set
+/// to `false` (segments are then written without sidecars, as by earlier versions, and get
+/// their indexes built in the background when loaded). For measuring what the indexes cost
+/// ingestion (`bench/ingest --compare-indexes`); not a tuning knob.
+pub const DISABLE_ENV: &str = "DOLMEN_SEGMENT_VALUE_INDEXES";
+
+/// Whether segment writers build value indexes ([`DISABLE_ENV`]).
+pub fn enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var(DISABLE_ENV).map_or(true, |v| v != "false"))
+}
+
 /// The sidecar path of the segment file at `segment_file` (its name plus [`SIDECAR_SUFFIX`]).
 pub fn sidecar_path(segment_file: &Path) -> PathBuf {
     let mut name = segment_file.as_os_str().to_os_string();
