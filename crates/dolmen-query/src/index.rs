@@ -351,11 +351,14 @@ impl ValueIndexes {
         let read = tokio::task::spawn_blocking(move || value_index::read_sidecar(&sidecar)).await;
         match read {
             Ok(Ok((_, columns))) => self.insert(path, columns),
+            // No sidecar: build one, unless this process builds no indexes at all.
             Ok(Err(SegmentFileError::Io { source, .. }))
-                if source.kind() == std::io::ErrorKind::NotFound =>
+                if source.kind() == std::io::ErrorKind::NotFound && value_index::enabled() =>
             {
                 self.build_in_background(path.to_path_buf());
             }
+            Ok(Err(SegmentFileError::Io { source, .. }))
+                if source.kind() == std::io::ErrorKind::NotFound => {}
             Ok(Err(e)) => {
                 tracing::warn!(path = %path.display(), error = %e, "cannot read value indexes")
             }

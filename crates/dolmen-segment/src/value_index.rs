@@ -39,9 +39,9 @@ pub const ROWS_METADATA_KEY: &str = "dolmen.rows";
 pub const NULL_CODE: u32 = u32::MAX;
 
 /// Environment variable that turns the building of value indexes off for the process when set
-/// to `false` (segments are then written without sidecars, as by earlier versions, and get
-/// their indexes built in the background when loaded). For measuring what the indexes cost
-/// ingestion (`bench/ingest --compare-indexes`); not a tuning knob.
+/// to `false`: segments are then written without sidecars, as by earlier versions, and loading
+/// a segment without one builds nothing (sidecars that exist are still used). For measuring
+/// what the indexes cost ingestion (`bench/ingest --compare-indexes`); not a tuning knob.
 pub const DISABLE_ENV: &str = "DOLMEN_SEGMENT_VALUE_INDEXES";
 
 /// Whether segment writers build value indexes ([`DISABLE_ENV`]).
