@@ -359,8 +359,13 @@ impl ValueIndexes {
             }
             Ok(Err(SegmentFileError::Io { source, .. }))
                 if source.kind() == std::io::ErrorKind::NotFound => {}
+            // A torn or unreadable sidecar (they are not synced: a crash can leave one behind)
+            // is derived data: build it again from the segment file.
             Ok(Err(e)) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot read value indexes")
+                tracing::warn!(path = %path.display(), error = %e, "cannot read value indexes; building them again");
+                if value_index::enabled() {
+                    self.build_in_background(path.to_path_buf());
+                }
             }
             Err(e) => tracing::warn!(path = %path.display(), error = %e, "value index load failed"),
         }

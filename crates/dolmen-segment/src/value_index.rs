@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StringArray};
 use arrow::array::{StringDictionaryBuilder, UInt32Array};
-use arrow::datatypes::{DataType, Field, Schema, UInt32Type};
+use arrow::datatypes::{DataType, Field, Schema, UInt8Type, UInt16Type, UInt32Type};
 use arrow::error::ArrowError;
 
 use crate::TIME_COLUMN;
@@ -104,6 +104,16 @@ pub struct ValueIndexBuilder {
 /// column's file whole, as they do without an index. 8 MiB keeps e.g. 400k distinct 20-byte
 /// page titles per segment.
 pub const MAX_INDEX_VALUE_BYTES: usize = 8 << 20;
+
+/// Rows after which a column whose values have so far nearly all been distinct (at least
+/// [`NEAR_UNIQUE_EARLY_PERCENT`] percent) stops being indexed for this file.
+pub const NEAR_UNIQUE_EARLY_ROWS: usize = 16 * 1024;
+
+/// See [`NEAR_UNIQUE_EARLY_ROWS`].
+pub const NEAR_UNIQUE_EARLY_PERCENT: usize = 90;
+
+/// Smallest file (rows) to which the near-unique rule applies: below it every column is indexed.
+pub const NEAR_UNIQUE_MIN_ROWS: usize = 1024;
 
 /// The index of one column being built; `builder` is `None` once the column outgrew
 /// [`MAX_INDEX_VALUE_BYTES`].
@@ -188,16 +198,35 @@ impl ValueIndexBuilder {
             if c.value_bytes > MAX_INDEX_VALUE_BYTES {
                 tracing::debug!(column = %c.name, "too many distinct values for a value index");
                 c.builder = None;
+            } else if self.rows >= NEAR_UNIQUE_EARLY_ROWS
+                && c.distinct * 100 >= self.rows * NEAR_UNIQUE_EARLY_PERCENT
+            {
+                // Near-unique so far (ids, titles): the index would be the column itself.
+                c.builder = None;
             }
         }
         Ok(())
     }
 
-    /// The finished indexes, values sorted (columns past [`MAX_INDEX_VALUE_BYTES`] left out).
+    /// The finished indexes, values sorted. Left out: columns past [`MAX_INDEX_VALUE_BYTES`],
+    /// and near-unique ones (in a file of at least [`NEAR_UNIQUE_MIN_ROWS`] rows, more distinct
+    /// values than half the rows, or [`NEAR_UNIQUE_EARLY_PERCENT`] of the first
+    /// [`NEAR_UNIQUE_EARLY_ROWS`]).
+    ///
+    /// Why near-unique columns get none: the index of a column whose values barely repeat is
+    /// as large as the column, sorting its values is most of what building indexes costs
+    /// ingestion (issue 25 measured +55% on a load whose page titles were near-unique per
+    /// segment), and an equality filter on it reads about as many bytes from the file's page
+    /// statistics and pages as from an index. Columns whose values repeat (the dimensions
+    /// dashboards filter and group on) keep theirs.
     pub fn finish(self) -> Vec<ColumnValueIndex> {
+        let rows = self.rows;
         self.columns
             .into_iter()
             .filter_map(|c| {
+                if rows >= NEAR_UNIQUE_MIN_ROWS && c.distinct * 2 > rows {
+                    return None;
+                }
                 let dict = c.builder?.finish();
                 let (values, codes) = sorted(dict.values().as_string::<i32>(), dict.keys());
                 Some(ColumnValueIndex {
@@ -270,16 +299,14 @@ pub fn write_sidecar(
             n if n <= 1 << 16 => DataType::UInt16,
             _ => DataType::UInt32,
         };
-        let keys: UInt32Array = ix
-            .codes
-            .iter()
-            .map(|c| c.filter(|c| *c != NULL_CODE))
-            .collect();
-        let dict =
-            arrow::array::DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(ix.values.clone()))
-                .map_err(arrow_err)?;
+        let values: ArrayRef = Arc::new(ix.values.clone());
+        let column: ArrayRef = match key {
+            DataType::UInt8 => Arc::new(narrow_dictionary::<UInt8Type>(&ix.codes, values).map_err(arrow_err)?),
+            DataType::UInt16 => Arc::new(narrow_dictionary::<UInt16Type>(&ix.codes, values).map_err(arrow_err)?),
+            _ => Arc::new(narrow_dictionary::<UInt32Type>(&ix.codes, values).map_err(arrow_err)?),
+        };
         let ty = DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8));
-        columns.push(arrow::compute::cast(&dict, &ty).map_err(arrow_err)?);
+        columns.push(column);
         fields.push(Field::new(&ix.column, ty, true));
     }
     let schema = Arc::new(Schema::new_with_metadata(
@@ -307,14 +334,42 @@ pub fn write_sidecar(
         let mut w = arrow::ipc::writer::FileWriter::try_new(file, &schema).map_err(arrow_err)?;
         w.write(&batch).map_err(arrow_err)?;
         w.finish().map_err(arrow_err)?;
-        let file = w.into_inner().map_err(arrow_err)?;
-        file.sync_all().map_err(io)?;
+        // Not synced: a sidecar is derived data. After a crash the segment file (synced) is
+        // the truth; a sidecar lost or torn with it fails to decode ([`decode_sidecar`] checks
+        // every column against the row count) and is built again from the segment file. One
+        // `fsync` per segment file less on the ingestion path.
+        drop(w.into_inner().map_err(arrow_err)?);
         std::fs::rename(&tmp, path).map_err(io)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// A dictionary array with `K` keys over `values` from codes ([`NULL_CODE`] for null rows).
+fn narrow_dictionary<K>(
+    codes: &UInt32Array,
+    values: ArrayRef,
+) -> Result<arrow::array::DictionaryArray<K>, ArrowError>
+where
+    K: arrow::datatypes::ArrowDictionaryKeyType,
+    K::Native: TryFrom<u32>,
+{
+    let narrow = |c: u32| K::Native::try_from(c).ok();
+    let keys: arrow::array::PrimitiveArray<K> = if codes.values().contains(&NULL_CODE) {
+        codes
+            .values()
+            .iter()
+            .map(|c| if *c == NULL_CODE { None } else { narrow(*c) })
+            .collect()
+    } else {
+        // Every code is below the value count, which picked `K`: none fails to narrow.
+        arrow::array::PrimitiveArray::<K>::from_iter_values(
+            codes.values().iter().filter_map(|c| narrow(*c)),
+        )
+    };
+    arrow::array::DictionaryArray::<K>::try_new(keys, values)
 }
 
 /// Reads a sidecar file.
@@ -357,6 +412,12 @@ pub fn decode_sidecar(
     let batch = batch.map_err(|e| bad(e.to_string()))?;
     let target = DataType::Dictionary(Box::new(DataType::UInt32), Box::new(DataType::Utf8));
     let mut out = Vec::with_capacity(batch.num_columns());
+    if batch.num_rows() != rows {
+        return Err(bad(format!(
+            "{} codes for {rows} rows (a torn sidecar)",
+            batch.num_rows()
+        )));
+    }
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
         let dict = arrow::compute::cast(column, &target).map_err(|e| bad(e.to_string()))?;
         let dict = dict.as_dictionary::<UInt32Type>();
