@@ -33,7 +33,11 @@ fn batch(rows: usize, seed: u64) -> RecordBatch {
         (0..rows as i64).map(|i| i * 2),
     ));
     let schema = Arc::new(Schema::new(vec![
-        Field::new("__time", DataType::Timestamp(TimeUnit::Millisecond, None), false),
+        Field::new(
+            "__time",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ),
         Field::new("channel", DataType::Utf8, true),
         Field::new("page", DataType::Utf8, true),
         Field::new("user", DataType::Utf8, true),
@@ -43,7 +47,10 @@ fn batch(rows: usize, seed: u64) -> RecordBatch {
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().unwrap()).collect();
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
     let rows = args.first().copied().unwrap_or(33_000);
     let segments = args.get(1).copied().unwrap_or(30);
     let batches: Vec<RecordBatch> = (0..segments).map(|i| batch(rows, i as u64 + 7)).collect();
@@ -58,7 +65,8 @@ fn main() {
         )
         .unwrap();
         for chunk in 0..b.num_rows().div_ceil(8192) {
-            w.write(&b.slice(chunk * 8192, 8192.min(b.num_rows() - chunk * 8192))).unwrap();
+            w.write(&b.slice(chunk * 8192, 8192.min(b.num_rows() - chunk * 8192)))
+                .unwrap();
         }
         w.finish().unwrap();
     }
@@ -69,7 +77,8 @@ fn main() {
         let t = Instant::now();
         let mut ix = ValueIndexBuilder::new(&b.schema());
         for chunk in 0..b.num_rows().div_ceil(8192) {
-            ix.push(&b.slice(chunk * 8192, 8192.min(b.num_rows() - chunk * 8192))).unwrap();
+            ix.push(&b.slice(chunk * 8192, 8192.min(b.num_rows() - chunk * 8192)))
+                .unwrap();
         }
         push += t.elapsed().as_secs_f64();
         let t = Instant::now();

@@ -115,6 +115,9 @@ pub const NEAR_UNIQUE_EARLY_PERCENT: usize = 90;
 /// Smallest file (rows) to which the near-unique rule applies: below it every column is indexed.
 pub const NEAR_UNIQUE_MIN_ROWS: usize = 1024;
 
+/// How often (rows) [`ValueIndexBuilder::push`] checks a column against the limits above.
+const CHECK_ROWS: usize = 4096;
+
 /// The index of one column being built; `builder` is `None` once the column outgrew
 /// [`MAX_INDEX_VALUE_BYTES`].
 struct ColumnBuilder {
@@ -162,52 +165,76 @@ impl ValueIndexBuilder {
     /// More than `u32::MAX` distinct values in a column, or a column that cannot be read as
     /// UTF-8.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), ArrowError> {
+        let before = self.rows;
         self.rows += batch.num_rows();
         for c in &mut self.columns {
-            let Some(builder) = c.builder.as_mut() else {
+            if c.builder.is_none() {
                 continue;
-            };
+            }
             let column = batch.column(c.position);
             let column = match column.data_type() {
                 DataType::Utf8 => Arc::clone(column),
                 _ => arrow::compute::cast(column, &DataType::Utf8)?,
             };
-            let strings = column.as_string::<i32>();
-            let mut at = 0;
-            while at < strings.len() {
-                let value = strings.is_valid(at).then(|| strings.value(at));
-                let mut end = at + 1;
-                while end < strings.len()
-                    && strings.is_valid(end) == value.is_some()
-                    && value.is_none_or(|v| strings.value(end) == v)
-                {
-                    end += 1;
-                }
-                match value {
-                    Some(v) => {
-                        let key = builder.append_n(v, end - at)?;
-                        if key as usize == c.distinct {
-                            c.distinct += 1;
-                            c.value_bytes += v.len();
-                        }
-                    }
-                    None => builder.append_nulls(end - at),
-                }
-                at = end;
-            }
-            if c.value_bytes > MAX_INDEX_VALUE_BYTES {
-                tracing::debug!(column = %c.name, "too many distinct values for a value index");
-                c.builder = None;
-            } else if self.rows >= NEAR_UNIQUE_EARLY_ROWS
-                && c.distinct * 100 >= self.rows * NEAR_UNIQUE_EARLY_PERCENT
+            c.push(column.as_string::<i32>(), before)?;
+        }
+        Ok(())
+    }
+}
+
+impl ColumnBuilder {
+    /// Interns `strings`, the rows after the file's first `before`. Stops (and drops the
+    /// builder) as soon as the column passes [`MAX_INDEX_VALUE_BYTES`] or turns out
+    /// near-unique, checked every [`CHECK_ROWS`] rows so a large batch of a near-unique column
+    /// is not interned whole for nothing.
+    fn push(&mut self, strings: &StringArray, before: usize) -> Result<(), ArrowError> {
+        let Some(builder) = self.builder.as_mut() else {
+            return Ok(());
+        };
+        let mut at = 0;
+        let mut next_check = CHECK_ROWS;
+        while at < strings.len() {
+            let value = strings.is_valid(at).then(|| strings.value(at));
+            let mut end = at + 1;
+            while end < strings.len()
+                && strings.is_valid(end) == value.is_some()
+                && value.is_none_or(|v| strings.value(end) == v)
             {
-                // Near-unique so far (ids, titles): the index would be the column itself.
-                c.builder = None;
+                end += 1;
+            }
+            match value {
+                Some(v) => {
+                    let key = builder.append_n(v, end - at)?;
+                    if key as usize == self.distinct {
+                        self.distinct += 1;
+                        self.value_bytes += v.len();
+                    }
+                }
+                None => builder.append_nulls(end - at),
+            }
+            at = end;
+            if at >= next_check || at == strings.len() {
+                next_check = at + CHECK_ROWS;
+                let rows = before + at;
+                if self.value_bytes > MAX_INDEX_VALUE_BYTES {
+                    tracing::debug!(column = %self.name, "too many distinct values for a value index");
+                    self.builder = None;
+                    return Ok(());
+                }
+                if rows >= NEAR_UNIQUE_EARLY_ROWS
+                    && self.distinct * 100 >= rows * NEAR_UNIQUE_EARLY_PERCENT
+                {
+                    // Near-unique so far (ids, titles): the index would be the column itself.
+                    self.builder = None;
+                    return Ok(());
+                }
             }
         }
         Ok(())
     }
+}
 
+impl ValueIndexBuilder {
     /// The finished indexes, values sorted. Left out: columns past [`MAX_INDEX_VALUE_BYTES`],
     /// and near-unique ones (in a file of at least [`NEAR_UNIQUE_MIN_ROWS`] rows, more distinct
     /// values than half the rows, or [`NEAR_UNIQUE_EARLY_PERCENT`] of the first
@@ -301,8 +328,12 @@ pub fn write_sidecar(
         };
         let values: ArrayRef = Arc::new(ix.values.clone());
         let column: ArrayRef = match key {
-            DataType::UInt8 => Arc::new(narrow_dictionary::<UInt8Type>(&ix.codes, values).map_err(arrow_err)?),
-            DataType::UInt16 => Arc::new(narrow_dictionary::<UInt16Type>(&ix.codes, values).map_err(arrow_err)?),
+            DataType::UInt8 => {
+                Arc::new(narrow_dictionary::<UInt8Type>(&ix.codes, values).map_err(arrow_err)?)
+            }
+            DataType::UInt16 => {
+                Arc::new(narrow_dictionary::<UInt16Type>(&ix.codes, values).map_err(arrow_err)?)
+            }
             _ => Arc::new(narrow_dictionary::<UInt32Type>(&ix.codes, values).map_err(arrow_err)?),
         };
         let ty = DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8));
@@ -537,6 +568,62 @@ mod tests {
             "10 MB of distinct values"
         );
         assert!(builder.finish().is_empty());
+    }
+
+    #[test]
+    fn columns_whose_values_barely_repeat_get_no_index() {
+        let build = |distinct: usize, rows: usize| {
+            let names: Vec<String> = (0..rows).map(|i| format!("v{}", i % distinct)).collect();
+            let b = batch(names.iter().map(|s| Some(s.as_str())).collect());
+            let mut builder = ValueIndexBuilder::new(&b.schema());
+            builder.push(&b).unwrap();
+            builder.finish().len()
+        };
+        // More distinct values than half the rows: none; exactly half: kept.
+        assert_eq!(build(3_000, 4_000), 0);
+        assert_eq!(build(2_000, 4_000), 1);
+        // Small files keep every index.
+        assert_eq!(build(1_000, 1_000), 1);
+
+        // Nearly all distinct after 16k rows: dropped while pushing (no more interning).
+        let names: Vec<String> = (0..8_192).map(|i| format!("u{i}")).collect();
+        let mut builder = ValueIndexBuilder::new(&batch(vec![Some("x")]).schema());
+        for round in 0..3 {
+            let b = batch(
+                names
+                    .iter()
+                    .map(|s| Some(format!("{round}{s}")))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(|s| s.as_deref())
+                    .collect(),
+            );
+            builder.push(&b).unwrap();
+            assert_eq!(
+                builder.columns[0].builder.is_none(),
+                round >= 1,
+                "round {round}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_torn_sidecar_does_not_decode() {
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (0..600).map(|i| format!("v{}", i % 30)).collect();
+        let b = batch(names.iter().map(|s| Some(s.as_str())).collect());
+        let mut builder = ValueIndexBuilder::new(&b.schema());
+        builder.push(&b).unwrap();
+        let path = dir.path().join("index.parquet.indexes.arrow");
+        builder.write(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        for cut in [0, 8, bytes.len() / 2, bytes.len() - 1] {
+            assert!(
+                decode_sidecar(&bytes[..cut], "torn").is_err(),
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(decode_sidecar(&bytes, "whole").unwrap().0, 600);
     }
 
     #[test]

@@ -95,6 +95,23 @@ impl SegmentCache {
             .contains_key(&seg.identifier)
     }
 
+    /// The local path of a segment's file when the cache already holds it (loaded, or left on
+    /// disk by an earlier run with the segment's size), registering it as loaded (which runs
+    /// the load hook); `None` when it would have to be fetched from deep storage. What a
+    /// restarted historical does with its segment cache before it serves queries.
+    pub async fn load_if_cached(&self, seg: &DataSegment) -> Option<PathBuf> {
+        if let Some(l) = self.loaded.lock().expect("cache lock").get(&seg.identifier) {
+            return Some(l.path.clone());
+        }
+        let present = tokio::fs::metadata(self.local_path(seg))
+            .await
+            .is_ok_and(|m| m.len() == seg.size);
+        if !present {
+            return None;
+        }
+        self.ensure_loaded(seg).await.ok()
+    }
+
     /// The local path of a segment's file, fetching it from deep storage first if needed,
     /// with its value index sidecar when deep storage has one
     /// (`dolmen_segment::value_index::sidecar_path` of the returned path).

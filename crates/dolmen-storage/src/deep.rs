@@ -136,7 +136,10 @@ impl DeepStorage {
         object_path(key)?;
         let sidecar = value_index::sidecar_path(local_file);
         if tokio::fs::try_exists(&sidecar).await.unwrap_or(false) {
-            self.push_one(&sidecar, &value_index::sidecar_key(key))
+            // No directory sync of its own: the segment file's, in the same directory, right
+            // after, makes both entries durable (and a sidecar lost in a crash before it is
+            // built again from the segment file).
+            self.push_file(&sidecar, &value_index::sidecar_key(key), false)
                 .await?;
         }
         self.push_one(local_file, key).await
@@ -205,6 +208,17 @@ impl DeepStorage {
     }
 
     async fn push_one(&self, local_file: &Path, key: &str) -> Result<LoadSpec, StorageError> {
+        self.push_file(local_file, key, true).await
+    }
+
+    /// [`DeepStorage::push_one`]; `sync_dir: false` skips the directory sync of a local deep
+    /// storage's hard link.
+    async fn push_file(
+        &self,
+        local_file: &Path,
+        key: &str,
+        sync_dir: bool,
+    ) -> Result<LoadSpec, StorageError> {
         object_path(key)?;
         let (path, load_spec) = match &self.kind {
             Kind::Local(root) => {
@@ -212,9 +226,10 @@ impl DeepStorage {
                     path: root.join(key).display().to_string(),
                 };
                 let (src, dest) = (local_file.to_path_buf(), root.join(key));
-                let linked = tokio::task::spawn_blocking(move || link_into_place(&src, &dest))
-                    .await
-                    .unwrap_or(false);
+                let linked =
+                    tokio::task::spawn_blocking(move || link_into_place(&src, &dest, sync_dir))
+                        .await
+                        .unwrap_or(false);
                 if linked {
                     return Ok(load_spec);
                 }
@@ -364,7 +379,7 @@ async fn copy_synced(src: &Path, dest: &Path) -> Result<(), StorageError> {
 /// any earlier object, then sync the directory so the new entry survives a crash. `false` when
 /// linking is not possible (other filesystem, no permission, ...): the caller copies instead,
 /// and no temporary name is left behind.
-fn link_into_place(src: &Path, dest: &Path) -> bool {
+fn link_into_place(src: &Path, dest: &Path, sync_dir: bool) -> bool {
     let Some(dir) = dest.parent() else {
         return false;
     };
@@ -380,7 +395,7 @@ fn link_into_place(src: &Path, dest: &Path) -> bool {
         let _ = std::fs::remove_file(&tmp);
         return false;
     }
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).is_ok()
+    !sync_dir || std::fs::File::open(dir).and_then(|d| d.sync_all()).is_ok()
 }
 
 /// Validates a relative key: no empty, `.` or `..` segments, no absolute paths.

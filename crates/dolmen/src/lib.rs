@@ -211,6 +211,9 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         Some((Arc::clone(&metadata), node)),
         Arc::clone(lookups.registry()),
     ));
+    // The segments already in the local cache (a restart) are loaded with their indexes and
+    // footers before the server answers, so the first query is not the one that pays.
+    engine.warm_up(&cache).await;
     // Queries run on their own worker threads so that a heavy query never stalls the HTTP
     // reactor (DataFusion's recommended set-up for CPU-bound work).
     let query_runtime = tokio::runtime::Builder::new_multi_thread()
