@@ -161,6 +161,8 @@ impl DistinctFromIndexes {
                 Err(_) => files.push(FileValues::Null),
                 Ok(field) if field.data_type() == &DataType::Utf8 => {
                     match self.indexes.peek(&path, column) {
+                        // A hash index has no distinct values to read.
+                        Some(Some(index)) if index.is_hashed() => return Ok(None),
                         Some(Some(index)) => files.push(FileValues::Index(index)),
                         Some(None) => return Ok(None),
                         None => missing.push(path),

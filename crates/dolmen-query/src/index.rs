@@ -45,6 +45,9 @@ pub struct ValueIndex {
     codes: UInt32Array,
     /// Whether some row is null.
     has_nulls: bool,
+    /// A hash index (`dolmen_segment::value_index::ColumnValueIndex::hashed`): `values` is
+    /// empty and `codes` are value hashes.
+    hashed: bool,
 }
 
 impl ValueIndex {
@@ -118,6 +121,7 @@ impl ValueIndex {
             values: StringArray::from_iter_values(distinct.iter().map(|(s, _)| s.as_str())),
             codes: UInt32Array::from(codes),
             has_nulls,
+            hashed: false,
         }))
     }
 
@@ -128,6 +132,7 @@ impl ValueIndex {
             values: c.values,
             codes: c.codes,
             has_nulls,
+            hashed: c.hashed,
         }
     }
 
@@ -156,8 +161,20 @@ impl ValueIndex {
         self.values.get_array_memory_size() + self.codes.get_array_memory_size()
     }
 
-    /// The row numbers (ascending) whose value equals `value`.
+    /// Whether this is a hash index: [`ValueIndex::rows_equal`] gives candidate rows, and
+    /// [`ValueIndex::values`] is empty (no distinct values to read).
+    pub fn is_hashed(&self) -> bool {
+        self.hashed
+    }
+
+    /// The row numbers (ascending) whose value equals `value`; of a hash index
+    /// ([`ValueIndex::is_hashed`]), the rows whose value hashes as `value` does: every matching
+    /// row and rarely a few more (the scan's filter, which DataFusion still applies, drops
+    /// them). No row means no match either way.
     pub fn rows_equal(&self, value: &str) -> Vec<u32> {
+        if self.hashed {
+            return self.rows_with_code(value_index::value_hash(value));
+        }
         let (mut lo, mut hi) = (0usize, self.values.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -171,7 +188,11 @@ impl ValueIndex {
             return Vec::new();
         }
         // `lo` < number of distinct values, which fit in u32.
-        let code = UInt32Array::new_scalar(lo as u32);
+        self.rows_with_code(lo as u32)
+    }
+
+    fn rows_with_code(&self, code: u32) -> Vec<u32> {
+        let code = UInt32Array::new_scalar(code);
         match eq(&self.codes, &code) {
             Ok(mask) => mask
                 .values()
@@ -559,6 +580,39 @@ mod tests {
         // Not a string column / no such column.
         assert!(ValueIndex::build(&path, "n").unwrap().is_none());
         assert!(ValueIndex::build(&path, "nope").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_hash_index_finds_every_matching_row() {
+        let values: Vec<Option<String>> = (0..5_000)
+            .map(|i| (i % 11 != 0).then(|| format!("id-{}", i % 4_000)))
+            .collect();
+        let c = value_index::ColumnValueIndex {
+            column: "id".into(),
+            values: StringArray::from(Vec::<&str>::new()),
+            codes: values
+                .iter()
+                .map(|v| v.as_deref().map_or(NULL_CODE, value_index::value_hash))
+                .collect::<Vec<_>>()
+                .into(),
+            hashed: true,
+        };
+        let idx = ValueIndex::from_column(c);
+        assert!(idx.is_hashed() && idx.has_nulls());
+        for probe in ["id-1", "id-3999", "id-22", "nope", ""] {
+            let want: Vec<u32> = (0..5_000u32)
+                .filter(|i| values[*i as usize].as_deref() == Some(probe))
+                .collect();
+            let got = idx.rows_equal(probe);
+            // Candidates: every match, and only rows whose value hashes alike.
+            assert!(want.iter().all(|r| got.contains(r)), "{probe}");
+            let h = value_index::value_hash(probe);
+            assert!(got.iter().all(|r| {
+                values[*r as usize]
+                    .as_deref()
+                    .is_some_and(|v| value_index::value_hash(v) == h)
+            }));
+        }
     }
 
     #[test]

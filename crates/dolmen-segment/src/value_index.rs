@@ -85,10 +85,25 @@ pub fn indexed_columns(schema: &Schema) -> Vec<usize> {
 pub struct ColumnValueIndex {
     /// Column name.
     pub column: String,
-    /// Distinct non-null values, sorted ascending (byte order).
+    /// Distinct non-null values, sorted ascending (byte order); empty when `hashed`.
     pub values: StringArray,
-    /// One code per row: the position of the row's value in `values`, or [`NULL_CODE`].
+    /// One code per row: the position of the row's value in `values`, or [`NULL_CODE`]; when
+    /// `hashed`, the row value's [`value_hash`] (or [`NULL_CODE`]).
     pub codes: UInt32Array,
+    /// A hash index (near-unique columns): `codes` are value hashes, so an equality filter
+    /// finds candidate rows (a superset: hashes collide), which the query still filters.
+    pub hashed: bool,
+}
+
+/// Field metadata key marking a sidecar column as a hash index (value `hash`).
+pub const INDEX_KIND_METADATA_KEY: &str = "dolmen.index";
+
+/// The 32-bit hash of a value in a hash index: the low 32 bits of xxHash64 (seed 0) of its
+/// UTF-8 bytes, with `u32::MAX` (which is [`NULL_CODE`]) folded to `u32::MAX - 1`. Stored in
+/// sidecars: never change it without a sidecar format change.
+pub fn value_hash(value: &str) -> u32 {
+    let h = twox_hash::XxHash64::oneshot(0, value.as_bytes()) as u32;
+    if h == NULL_CODE { NULL_CODE - 1 } else { h }
 }
 
 /// Builds the value indexes of a segment file from its batches, in file order.
@@ -118,12 +133,13 @@ pub const NEAR_UNIQUE_MIN_ROWS: usize = 1024;
 /// How often (rows) [`ValueIndexBuilder::push`] checks a column against the limits above.
 const CHECK_ROWS: usize = 4096;
 
-/// The index of one column being built; `builder` is `None` once the column outgrew
-/// [`MAX_INDEX_VALUE_BYTES`].
+/// The index of one column being built: interned values (`builder`) until the column turns
+/// out near-unique or outgrows [`MAX_INDEX_VALUE_BYTES`], value hashes (`hashes`) from then on.
 struct ColumnBuilder {
     position: usize,
     name: String,
     builder: Option<StringDictionaryBuilder<UInt32Type>>,
+    hashes: Option<Vec<u32>>,
     distinct: usize,
     value_bytes: usize,
 }
@@ -151,6 +167,7 @@ impl ValueIndexBuilder {
                     position: i,
                     name: schema.field(i).name().clone(),
                     builder: Some(StringDictionaryBuilder::new()),
+                    hashes: None,
                     distinct: 0,
                     value_bytes: 0,
                 })
@@ -168,9 +185,6 @@ impl ValueIndexBuilder {
         let before = self.rows;
         self.rows += batch.num_rows();
         for c in &mut self.columns {
-            if c.builder.is_none() {
-                continue;
-            }
             let column = batch.column(c.position);
             let column = match column.data_type() {
                 DataType::Utf8 => Arc::clone(column),
@@ -183,86 +197,125 @@ impl ValueIndexBuilder {
 }
 
 impl ColumnBuilder {
-    /// Interns `strings`, the rows after the file's first `before`. Stops (and drops the
-    /// builder) as soon as the column passes [`MAX_INDEX_VALUE_BYTES`] or turns out
-    /// near-unique, checked every [`CHECK_ROWS`] rows so a large batch of a near-unique column
-    /// is not interned whole for nothing.
+    /// Indexes `strings`, the rows after the file's first `before`: interned while the column
+    /// repeats its values, hashed once it shows near-unique or passes
+    /// [`MAX_INDEX_VALUE_BYTES`] (checked every [`CHECK_ROWS`] rows, so a large batch of a
+    /// near-unique column is not interned whole for nothing).
     fn push(&mut self, strings: &StringArray, before: usize) -> Result<(), ArrowError> {
-        let Some(builder) = self.builder.as_mut() else {
-            return Ok(());
-        };
         let mut at = 0;
-        let mut next_check = CHECK_ROWS;
-        while at < strings.len() {
-            let value = strings.is_valid(at).then(|| strings.value(at));
-            let mut end = at + 1;
-            while end < strings.len()
-                && strings.is_valid(end) == value.is_some()
-                && value.is_none_or(|v| strings.value(end) == v)
-            {
-                end += 1;
-            }
-            match value {
-                Some(v) => {
-                    let key = builder.append_n(v, end - at)?;
-                    if key as usize == self.distinct {
-                        self.distinct += 1;
-                        self.value_bytes += v.len();
+        if let Some(builder) = self.builder.as_mut() {
+            let mut next_check = CHECK_ROWS;
+            let mut switch = false;
+            while at < strings.len() {
+                let value = strings.is_valid(at).then(|| strings.value(at));
+                let mut end = at + 1;
+                while end < strings.len()
+                    && strings.is_valid(end) == value.is_some()
+                    && value.is_none_or(|v| strings.value(end) == v)
+                {
+                    end += 1;
+                }
+                match value {
+                    Some(v) => {
+                        let key = builder.append_n(v, end - at)?;
+                        if key as usize == self.distinct {
+                            self.distinct += 1;
+                            self.value_bytes += v.len();
+                        }
+                    }
+                    None => builder.append_nulls(end - at),
+                }
+                at = end;
+                if at >= next_check || at == strings.len() {
+                    next_check = at + CHECK_ROWS;
+                    let rows = before + at;
+                    // Near-unique so far (ids, titles), or too many value bytes to keep: the
+                    // interned index would be the column itself.
+                    if self.value_bytes > MAX_INDEX_VALUE_BYTES
+                        || (rows >= NEAR_UNIQUE_EARLY_ROWS
+                            && self.distinct * 100 >= rows * NEAR_UNIQUE_EARLY_PERCENT)
+                    {
+                        switch = true;
+                        break;
                     }
                 }
-                None => builder.append_nulls(end - at),
             }
-            at = end;
-            if at >= next_check || at == strings.len() {
-                next_check = at + CHECK_ROWS;
-                let rows = before + at;
-                if self.value_bytes > MAX_INDEX_VALUE_BYTES {
-                    tracing::debug!(column = %self.name, "too many distinct values for a value index");
-                    self.builder = None;
-                    return Ok(());
-                }
-                if rows >= NEAR_UNIQUE_EARLY_ROWS
-                    && self.distinct * 100 >= rows * NEAR_UNIQUE_EARLY_PERCENT
-                {
-                    // Near-unique so far (ids, titles): the index would be the column itself.
-                    self.builder = None;
-                    return Ok(());
-                }
+            if !switch {
+                return Ok(());
             }
+            self.switch_to_hashes();
+        }
+        if let Some(hashes) = self.hashes.as_mut() {
+            hashes.extend((at..strings.len()).map(|i| {
+                if strings.is_valid(i) {
+                    value_hash(strings.value(i))
+                } else {
+                    NULL_CODE
+                }
+            }));
         }
         Ok(())
+    }
+
+    /// Replaces the interned values by the hashes of the rows interned so far.
+    fn switch_to_hashes(&mut self) {
+        let Some(mut builder) = self.builder.take() else {
+            return;
+        };
+        let dict = builder.finish();
+        let values = dict.values().as_string::<i32>();
+        let value_hashes: Vec<u32> = (0..values.len())
+            .map(|i| value_hash(values.value(i)))
+            .collect();
+        let keys = dict.keys();
+        let mut hashes = Vec::with_capacity(keys.len().max(CHECK_ROWS) * 2);
+        hashes.extend(
+            keys.iter()
+                .map(|k| k.map_or(NULL_CODE, |k| value_hashes[k as usize])),
+        );
+        self.hashes = Some(hashes);
+    }
+
+    /// The finished index of a file of `rows` rows.
+    fn finish(mut self, rows: usize) -> ColumnValueIndex {
+        if rows >= NEAR_UNIQUE_MIN_ROWS && self.distinct * 2 > rows {
+            self.switch_to_hashes();
+        }
+        if let Some(hashes) = self.hashes {
+            return ColumnValueIndex {
+                column: self.name,
+                values: StringArray::from(Vec::<&str>::new()),
+                codes: hashes.into(),
+                hashed: true,
+            };
+        }
+        let mut builder = self.builder.unwrap_or_default();
+        let dict = builder.finish();
+        let (values, codes) = sorted(dict.values().as_string::<i32>(), dict.keys());
+        ColumnValueIndex {
+            column: self.name,
+            values,
+            codes,
+            hashed: false,
+        }
     }
 }
 
 impl ValueIndexBuilder {
-    /// The finished indexes, values sorted. Left out: columns past [`MAX_INDEX_VALUE_BYTES`],
-    /// and near-unique ones (in a file of at least [`NEAR_UNIQUE_MIN_ROWS`] rows, more distinct
-    /// values than half the rows, or [`NEAR_UNIQUE_EARLY_PERCENT`] of the first
-    /// [`NEAR_UNIQUE_EARLY_ROWS`]).
+    /// The finished indexes: values sorted, or hashed for near-unique columns (in a file of at
+    /// least [`NEAR_UNIQUE_MIN_ROWS`] rows, more distinct values than half the rows, or
+    /// [`NEAR_UNIQUE_EARLY_PERCENT`] of the first [`NEAR_UNIQUE_EARLY_ROWS`]) and columns past
+    /// [`MAX_INDEX_VALUE_BYTES`].
     ///
-    /// Why near-unique columns get none: the index of a column whose values barely repeat is
-    /// as large as the column, sorting its values is most of what building indexes costs
-    /// ingestion (issue 25 measured +55% on a load whose page titles were near-unique per
-    /// segment), and an equality filter on it reads about as many bytes from the file's page
-    /// statistics and pages as from an index. Columns whose values repeat (the dimensions
-    /// dashboards filter and group on) keep theirs.
+    /// Why hashes for near-unique columns: their sorted index would be as large as the column,
+    /// and interning and sorting their values was most of what building indexes cost ingestion
+    /// (issue 25 measured +55% on a load whose page titles were near-unique per segment). A
+    /// hash per row costs a few nanoseconds and no memory per distinct value, and still takes
+    /// an equality filter (a needle: one id, one title) straight to its rows. It answers no
+    /// distinct count and no range: those read the column.
     pub fn finish(self) -> Vec<ColumnValueIndex> {
         let rows = self.rows;
-        self.columns
-            .into_iter()
-            .filter_map(|c| {
-                if rows >= NEAR_UNIQUE_MIN_ROWS && c.distinct * 2 > rows {
-                    return None;
-                }
-                let dict = c.builder?.finish();
-                let (values, codes) = sorted(dict.values().as_string::<i32>(), dict.keys());
-                Some(ColumnValueIndex {
-                    column: c.name,
-                    values,
-                    codes,
-                })
-            })
-            .collect()
+        self.columns.into_iter().map(|c| c.finish(rows)).collect()
     }
 
     /// Finishes the indexes and writes them to `path` atomically (a temporary file, `fsync`,
@@ -319,6 +372,21 @@ pub fn write_sidecar(
     let mut fields = Vec::with_capacity(indexes.len());
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(indexes.len());
     for ix in indexes {
+        if ix.hashed {
+            let hashes: UInt32Array = ix
+                .codes
+                .values()
+                .iter()
+                .map(|c| (*c != NULL_CODE).then_some(*c))
+                .collect();
+            columns.push(Arc::new(hashes));
+            fields.push(
+                Field::new(&ix.column, DataType::UInt32, true).with_metadata(
+                    [(INDEX_KIND_METADATA_KEY.to_string(), "hash".to_string())].into(),
+                ),
+            );
+            continue;
+        }
         // Smallest key type that holds every code: sidecars of low-cardinality columns stay
         // at one or two bytes per row.
         let key = match ix.values.len() {
@@ -450,6 +518,27 @@ pub fn decode_sidecar(
         )));
     }
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        if field
+            .metadata()
+            .get(INDEX_KIND_METADATA_KEY)
+            .map(String::as_str)
+            == Some("hash")
+        {
+            let hashes = column
+                .as_primitive_opt::<UInt32Type>()
+                .ok_or_else(|| bad(format!("hash index [{}] is not UInt32", field.name())))?;
+            out.push(ColumnValueIndex {
+                column: field.name().clone(),
+                values: StringArray::from(Vec::<&str>::new()),
+                codes: hashes
+                    .iter()
+                    .map(|h| h.unwrap_or(NULL_CODE))
+                    .collect::<Vec<_>>()
+                    .into(),
+                hashed: true,
+            });
+            continue;
+        }
         let dict = arrow::compute::cast(column, &target).map_err(|e| bad(e.to_string()))?;
         let dict = dict.as_dictionary::<UInt32Type>();
         let values = dict.values().as_string::<i32>().clone();
@@ -466,6 +555,7 @@ pub fn decode_sidecar(
             column: field.name().clone(),
             values,
             codes,
+            hashed: false,
         });
     }
     Ok((rows, out))
@@ -558,32 +648,65 @@ mod tests {
     }
 
     #[test]
-    fn near_unique_columns_past_the_limit_get_no_index() {
+    fn columns_past_the_value_byte_limit_get_a_hash_index() {
         let long: Vec<String> = (0..2_000).map(|i| format!("{i:0>5000}")).collect();
-        let b = batch(long.iter().map(|s| Some(s.as_str())).collect());
+        let mut pages: Vec<Option<&str>> = long.iter().map(|s| Some(s.as_str())).collect();
+        pages[3] = None;
+        let b = batch(pages.clone());
         let mut builder = ValueIndexBuilder::new(&b.schema());
         builder.push(&b).unwrap();
         assert!(
             builder.columns[0].builder.is_none(),
-            "10 MB of distinct values"
+            "10 MB of distinct values are not kept"
         );
-        assert!(builder.finish().is_empty());
+        let indexes = builder.finish();
+        let ix = &indexes[0];
+        assert!(ix.hashed);
+        assert!(ix.values.is_empty());
+        let want: Vec<u32> = pages
+            .iter()
+            .map(|p| p.map_or(NULL_CODE, value_hash))
+            .collect();
+        assert_eq!(ix.codes.values().to_vec(), want);
+
+        // Round trip through a sidecar.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.indexes.arrow");
+        write_sidecar(&path, 2_000, &indexes).unwrap();
+        let (rows, read) = read_sidecar(&path).unwrap();
+        assert_eq!(rows, 2_000);
+        assert!(read[0].hashed);
+        assert_eq!(read[0].codes.values().to_vec(), want);
     }
 
     #[test]
-    fn columns_whose_values_barely_repeat_get_no_index() {
-        let build = |distinct: usize, rows: usize| {
+    fn value_hash_is_stable() {
+        // Stored in sidecars: these values must never change.
+        assert_eq!(value_hash(""), twox_hash::XxHash64::oneshot(0, b"") as u32);
+        assert_eq!(value_hash("page-1234"), value_hash("page-1234"));
+        assert_ne!(value_hash("page-1234"), value_hash("page-1235"));
+        assert_ne!(value_hash("a"), NULL_CODE);
+    }
+
+    #[test]
+    fn columns_whose_values_barely_repeat_get_a_hash_index() {
+        let hashed = |distinct: usize, rows: usize| {
             let names: Vec<String> = (0..rows).map(|i| format!("v{}", i % distinct)).collect();
             let b = batch(names.iter().map(|s| Some(s.as_str())).collect());
             let mut builder = ValueIndexBuilder::new(&b.schema());
             builder.push(&b).unwrap();
-            builder.finish().len()
+            let ix = builder.finish().remove(0);
+            assert_eq!(ix.codes.len(), rows);
+            if ix.hashed {
+                assert_eq!(ix.codes.value(7), value_hash(&names[7]));
+            }
+            ix.hashed
         };
-        // More distinct values than half the rows: none; exactly half: kept.
-        assert_eq!(build(3_000, 4_000), 0);
-        assert_eq!(build(2_000, 4_000), 1);
-        // Small files keep every index.
-        assert_eq!(build(1_000, 1_000), 1);
+        // More distinct values than half the rows: hashed; exactly half: sorted values.
+        assert!(hashed(3_000, 4_000));
+        assert!(!hashed(2_000, 4_000));
+        // Small files keep sorted values.
+        assert!(!hashed(1_000, 1_000));
 
         // Nearly all distinct after 16k rows: dropped while pushing (no more interning).
         let names: Vec<String> = (0..8_192).map(|i| format!("u{i}")).collect();
@@ -605,6 +728,15 @@ mod tests {
                 "round {round}"
             );
         }
+        // Hashes of every row, the interned ones included.
+        let ix = builder.finish().remove(0);
+        assert!(ix.hashed);
+        assert_eq!(ix.codes.len(), 3 * 8_192);
+        assert_eq!(ix.codes.value(5), value_hash(&format!("0{}", names[5])));
+        assert_eq!(
+            ix.codes.value(8_192 * 2 + 9),
+            value_hash(&format!("2{}", names[9]))
+        );
     }
 
     #[test]
