@@ -18,6 +18,10 @@ seed, cached between runs), then for each format:
 Prints a Markdown table of seconds and rows/s (median of ``--runs``). Usage::
 
     scripts/bench-ingest.sh [--rows N] [--runs K] [--formats csv,json,parquet]
+        [--generator uniform|skewed] [--compare-indexes]
+
+``--compare-indexes`` runs a second server with ``DOLMEN_SEGMENT_VALUE_INDEXES=false`` and loads
+each file into both (alternating), reporting what building the value indexes costs (ADR 0025).
 
 Needs: a release ``dolmen`` binary (built by the script) and PyPI ``duckdb``.
 """
@@ -47,8 +51,43 @@ DUCK_READERS = {
 }
 
 
-def generate(data_dir: str, rows: int) -> None:
-    """Writes events.{csv,json,parquet} with `rows` rows unless they already exist."""
+# The columns of each generator, as DuckDB SQL expressions over `range(rows)`.
+#
+# uniform: every value equally likely (``channel`` 50, ``page`` 200k, ``user`` 50k,
+#   ``countryName`` 200 with 70% nulls).
+# skewed: Zipf-like values (issue 25: data Dolmen has not seen before): ``floor(n * r^k)`` for a
+#   uniform ``r`` puts most rows on the first values (``channel`` k=3, ``page`` k=4, ``user``
+#   k=3); ``countryName`` has 30% nulls and k=2.7, so that ``country-0`` holds about 10% of all
+#   rows (0.7 * (1/200)^(1/2.7)); ``__time`` is busier in the day's middle hours.
+GENERATORS = {
+    "uniform": {
+        "__time": "TIMESTAMP '2026-01-01' + to_milliseconds(CAST(floor(random()*30*86400000) AS BIGINT))",
+        "channel": "'channel-' || CAST(floor(random()*50) AS BIGINT)",
+        "page": "'page-' || CAST(floor(random()*200000) AS BIGINT)",
+        "user": "'user-' || CAST(floor(random()*50000) AS BIGINT)",
+        "countryName": "CASE WHEN random() < 0.7 THEN NULL "
+                       "ELSE 'country-' || CAST(floor(random()*200) AS BIGINT) END",
+    },
+    "skewed": {
+        "__time": "TIMESTAMP '2026-01-01' + to_milliseconds(CAST(floor(random()*30) AS BIGINT)*86400000 "
+                  "+ CAST(floor((0.5 + (random() + random() + random() - 1.5) / 3) * 86400000) AS BIGINT))",
+        "channel": "'channel-' || CAST(floor(50*pow(random(), 3)) AS BIGINT)",
+        "page": "'page-' || CAST(floor(200000*pow(random(), 4)) AS BIGINT)",
+        "user": "'user-' || CAST(floor(50000*pow(random(), 3)) AS BIGINT)",
+        "countryName": "CASE WHEN random() < 0.3 THEN NULL "
+                       "ELSE 'country-' || CAST(floor(200*pow(random(), 2.7)) AS BIGINT) END",
+    },
+}
+
+
+def data_path(root: str, rows: int, generator: str = "uniform") -> str:
+    """Where a generator's files for `rows` rows are cached."""
+    return os.path.join(root, str(rows) if generator == "uniform" else f"{generator}-{rows}")
+
+
+def generate(data_dir: str, rows: int, generator: str = "uniform") -> None:
+    """Writes events.{csv,json,parquet} with `rows` rows of `generator` (see GENERATORS)
+    unless they already exist."""
     marker = os.path.join(data_dir, f"rows-{rows}")
     if os.path.exists(marker):
         return
@@ -61,14 +100,14 @@ def generate(data_dir: str, rows: int) -> None:
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     con.execute("SELECT setseed(0.42)")
+    g = GENERATORS[generator]
     con.execute(f"""
         CREATE TABLE events AS SELECT
-          TIMESTAMP '2026-01-01' + to_milliseconds(CAST(floor(random()*30*86400000) AS BIGINT)) AS __time,
-          'channel-' || CAST(floor(random()*50) AS BIGINT) AS channel,
-          'page-' || CAST(floor(random()*200000) AS BIGINT) AS page,
-          'user-' || CAST(floor(random()*50000) AS BIGINT) AS "user",
-          CASE WHEN random() < 0.7 THEN NULL
-               ELSE 'country-' || CAST(floor(random()*200) AS BIGINT) END AS countryName,
+          {g["__time"]} AS __time,
+          {g["channel"]} AS channel,
+          {g["page"]} AS page,
+          {g["user"]} AS "user",
+          {g["countryName"]} AS countryName,
           random() < 0.1 AS isRobot,
           CAST(floor(random()*1000) AS BIGINT) AS added,
           CAST(floor(random()*500) AS BIGINT) AS deleted,
@@ -79,7 +118,7 @@ def generate(data_dir: str, rows: int) -> None:
     con.execute(f"COPY events TO '{data_dir}/events.json' (FORMAT JSON, {fmt})")
     con.execute(f"COPY events TO '{data_dir}/events.parquet' (FORMAT PARQUET)")
     open(marker, "w").close()
-    print(f"generated {rows} rows in {time.time() - t:.1f} s", file=sys.stderr)
+    print(f"generated {rows} {generator} rows in {time.time() - t:.1f} s", file=sys.stderr)
 
 
 def spec(ds: str, data_dir: str, file_name: str, input_format: dict) -> dict:
@@ -143,9 +182,10 @@ def http(method: str, url: str, body=None):
         return json.loads(r.read() or b"null")
 
 
-def start_dolmen(binary: str, data_dir: str):
+def start_dolmen(binary: str, data_dir: str, env=None):
     proc = subprocess.Popen([binary, "server", "--port", "0", "--data-dir", data_dir],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=None if env is None else {**os.environ, **env})
     for line in proc.stdout:
         m = re.search(r"Dolmen listening on (\S+)", line)
         if m:
@@ -213,11 +253,20 @@ def main() -> None:
     ap.add_argument("--dolmen", required=True, help="path to a release dolmen binary")
     ap.add_argument("--sql", action="store_true",
                     help="also time SQL-based ingestion (REPLACE ... EXTERN) of each file")
+    ap.add_argument("--generator", choices=sorted(GENERATORS), default="uniform")
+    ap.add_argument("--compare-indexes", action="store_true",
+                    help="also time each native load on a second server that builds no value "
+                         "indexes (DOLMEN_SEGMENT_VALUE_INDEXES=false), alternating, same run")
     args = ap.parse_args()
-    data_dir = os.path.join(args.data, str(args.rows))
-    generate(data_dir, args.rows)
+    data_dir = data_path(args.data, args.rows, args.generator)
+    generate(data_dir, args.rows, args.generator)
     work = tempfile.mkdtemp(prefix="dolmen-bench-")
     proc, base = start_dolmen(args.dolmen, work)
+    plain = None
+    if args.compare_indexes:
+        plain_work = tempfile.mkdtemp(prefix="dolmen-bench-noidx-")
+        plain = start_dolmen(args.dolmen, plain_work, {"DOLMEN_SEGMENT_VALUE_INDEXES": "false"})
+    n_times = {}
     results = []
     try:
         for fmt in args.formats.split(","):
@@ -227,6 +276,9 @@ def main() -> None:
             warm_page_cache(path)
             for run in range(args.runs):
                 ds = f"bench_{fmt}_{run}"
+                if plain is not None:
+                    n_times.setdefault(fmt, []).append(dolmen_load(
+                        plain[1], ds, spec(ds, data_dir, name, input_format), args.rows))
                 d_times.append(dolmen_load(base, ds, spec(ds, data_dir, name, input_format), args.rows))
                 if args.sql:
                     sds = f"bench_sql_{fmt}_{run}"
@@ -243,7 +295,12 @@ def main() -> None:
         proc.terminate()
         proc.wait()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{args.rows} rows, {os.cpu_count()} cores, median of {args.runs} run(s)\n")
+        if plain is not None:
+            plain[0].terminate()
+            plain[0].wait()
+            shutil.rmtree(plain_work, ignore_errors=True)
+    print(f"\n{args.rows} {args.generator} rows, {os.cpu_count()} cores, "
+          f"median of {args.runs} run(s)\n")
     print("| format | input MB | Dolmen s | Dolmen rows/s | Dolmen SQL s | SQL/native rate "
           "| DuckDB s | DuckDB rows/s | Dolmen/DuckDB |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -251,6 +308,13 @@ def main() -> None:
         sql_cols = f"{s:.2f} | {d / s:.2f}x" if s else "- | -"
         print(f"| {fmt} | {size / 1e6:.0f} | {d:.2f} | {args.rows / d:,.0f} | {sql_cols} | "
               f"{q:.2f} | {args.rows / q:,.0f} | {q / d:.2f}x |")
+    if n_times:
+        print("\nValue indexes: the same native loads on a server that builds none\n")
+        print("| format | with indexes s | without s | cost |")
+        print("|---|---:|---:|---:|")
+        for fmt, _, d, _, _ in results:
+            n = statistics.median(n_times[fmt])
+            print(f"| {fmt} | {d:.2f} | {n:.2f} | {(d / n - 1) * 100:+.1f}% |")
 
 
 if __name__ == "__main__":

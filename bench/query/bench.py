@@ -21,9 +21,15 @@ Queries (Druid SQL for Dolmen, the same question in each peer's dialect):
 
 Each query is warmed up (run until two runs in a row agree within 20%, see ``warm_up``), then
 runs ``--runs`` times (default 5); the table reports medians in ms, timed at the client
-(Dolmen: the HTTP round trip including JSON encoding, on a kept-alive connection). Usage::
+(Dolmen: the HTTP round trip including JSON encoding, on a kept-alive connection).
 
-    scripts/bench-query.sh [--rows N] [--runs K]
+``--generator skewed`` uses issue 25's table instead: Zipf-like values (``bench/ingest``'s
+``GENERATORS``) and a Q4 country filter that keeps about 10% of the rows. ``--cold`` adds a
+table of first runs: each query once right after the ingestion (in order), then each query
+once right after a restart of Dolmen on the same data directory (DuckDB: the native table's
+database file reopened), beside the hot medians. Usage::
+
+    scripts/bench-query.sh [--rows N] [--runs K] [--generator uniform|skewed] [--cold]
 """
 import argparse
 import http.client
@@ -43,46 +49,53 @@ import bench as ingest  # noqa: E402
 
 DAY = "2026-01-15"
 NEXT = "2026-01-16"
-COUNTRY = "country-7"
 PAGE = "page-12345"
+# Q4's country per generator: 0.15% of the rows on the uniform table, about 10% on the skewed
+# one (issue 25).
+COUNTRIES = {"uniform": "country-7", "skewed": "country-0"}
+COUNTRY = COUNTRIES["uniform"]
 
 # name -> (Dolmen SQL, DuckDB SQL, DataFusion SQL); None: same as the previous dialect.
-QUERIES = {
-    "Q1": ("SELECT COUNT(*) AS c FROM events", None, None),
-    "Q2": (
-        "SELECT channel, COUNT(*) AS c, SUM(added) AS s FROM events "
-        "GROUP BY channel ORDER BY c DESC LIMIT 10",
-        None,
-        None,
-    ),
-    "Q3": (
-        f"SELECT TIME_FLOOR(__time, 'PT1H') AS h, COUNT(*) AS c FROM events "
-        f"WHERE __time >= TIMESTAMP '{DAY} 00:00:00' AND __time < TIMESTAMP '{NEXT} 00:00:00' "
-        f"GROUP BY 1 ORDER BY 1",
-        f"SELECT date_trunc('hour', __time) AS h, COUNT(*) AS c FROM events "
-        f"WHERE __time >= TIMESTAMP '{DAY} 00:00:00' AND __time < TIMESTAMP '{NEXT} 00:00:00' "
-        f"GROUP BY 1 ORDER BY 1",
-        None,
-    ),
-    "Q3x": (
-        "SELECT TIME_FLOOR(__time, 'PT1H') AS h, COUNT(*) AS c FROM events GROUP BY 1 ORDER BY 1",
-        "SELECT date_trunc('hour', __time) AS h, COUNT(*) AS c FROM events GROUP BY 1 ORDER BY 1",
-        None,
-    ),
-    "Q4": (
-        f"SELECT page, SUM(delta) AS d FROM events WHERE \"countryName\" = '{COUNTRY}' "
-        f"GROUP BY page ORDER BY d DESC LIMIT 10",
-        None,
-        None,
-    ),
-    "Q5e": ('SELECT COUNT(DISTINCT "user") AS u FROM events', None, None),
-    "Q5a": (
-        'SELECT APPROX_COUNT_DISTINCT("user") AS u FROM events',
-        'SELECT approx_count_distinct("user") AS u FROM events',
-        'SELECT approx_distinct("user") AS u FROM events',
-    ),
-    "Q6": (f"SELECT * FROM events WHERE page = '{PAGE}'", None, None),
-}
+def queries(country):
+    return {
+        "Q1": ("SELECT COUNT(*) AS c FROM events", None, None),
+        "Q2": (
+            "SELECT channel, COUNT(*) AS c, SUM(added) AS s FROM events "
+            "GROUP BY channel ORDER BY c DESC LIMIT 10",
+            None,
+            None,
+        ),
+        "Q3": (
+            f"SELECT TIME_FLOOR(__time, 'PT1H') AS h, COUNT(*) AS c FROM events "
+            f"WHERE __time >= TIMESTAMP '{DAY} 00:00:00' AND __time < TIMESTAMP '{NEXT} 00:00:00' "
+            f"GROUP BY 1 ORDER BY 1",
+            f"SELECT date_trunc('hour', __time) AS h, COUNT(*) AS c FROM events "
+            f"WHERE __time >= TIMESTAMP '{DAY} 00:00:00' AND __time < TIMESTAMP '{NEXT} 00:00:00' "
+            f"GROUP BY 1 ORDER BY 1",
+            None,
+        ),
+        "Q3x": (
+            "SELECT TIME_FLOOR(__time, 'PT1H') AS h, COUNT(*) AS c FROM events GROUP BY 1 ORDER BY 1",
+            "SELECT date_trunc('hour', __time) AS h, COUNT(*) AS c FROM events GROUP BY 1 ORDER BY 1",
+            None,
+        ),
+        "Q4": (
+            f"SELECT page, SUM(delta) AS d FROM events WHERE \"countryName\" = '{country}' "
+            f"GROUP BY page ORDER BY d DESC LIMIT 10",
+            None,
+            None,
+        ),
+        "Q5e": ('SELECT COUNT(DISTINCT "user") AS u FROM events', None, None),
+        "Q5a": (
+            'SELECT APPROX_COUNT_DISTINCT("user") AS u FROM events',
+            'SELECT approx_count_distinct("user") AS u FROM events',
+            'SELECT approx_distinct("user") AS u FROM events',
+        ),
+        "Q6": (f"SELECT * FROM events WHERE page = '{PAGE}'", None, None),
+    }
+
+
+QUERIES = queries(COUNTRY)
 
 
 def dialects(q):
@@ -128,9 +141,9 @@ def run_ms(fn):
 def warm_up(fn):
     """Runs `fn` until two runs in a row agree within 20% (at most 20 runs, 0.5 s apart).
 
-    A first query can start work that makes later runs faster: Dolmen builds the value indexes
-    of a column in the background after the first distinct count over it (and synchronously on
-    the first equality filter). The table reports the steady state: hot runs.
+    The table reports the steady state: hot runs. (Value indexes are built with the segments
+    and loaded with them, ADR 0025, so a first query does not start work that later runs
+    profit from; the cold table shows first runs.)
     """
     prev = run_ms(fn)
     for _ in range(20):
@@ -151,29 +164,59 @@ def timed(fn, runs):
     return statistics.median(out)
 
 
+def restart_dolmen(proc, binary, work):
+    """Stops the server and starts it again on the same data directory (segments in its
+    segment cache, as a restarted historical has them); returns the new process and URL."""
+    proc.terminate()
+    proc.wait()
+    _CONNECTIONS.clear()
+    return ingest.start_dolmen(binary, work)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--data", default=os.path.join(os.getcwd(), "target", "bench-data"))
     ap.add_argument("--dolmen", required=True, help="path to a release dolmen binary")
+    ap.add_argument("--generator", choices=sorted(ingest.GENERATORS), default="uniform",
+                    help="uniform (issue 4's table) or skewed (Zipf-like values, issue 25)")
+    ap.add_argument("--cold", action="store_true",
+                    help="also time each query's first run after the ingestion and after a "
+                         "restart (Dolmen restarted, DuckDB's database reopened, per query)")
     args = ap.parse_args()
     import datafusion
 
-    data_dir = os.path.join(args.data, str(args.rows))
-    ingest.generate(data_dir, args.rows)
+    data_dir = ingest.data_path(args.data, args.rows, args.generator)
+    ingest.generate(data_dir, args.rows, args.generator)
     parquet = os.path.join(data_dir, "events.parquet")
+    country = COUNTRIES[args.generator]
+    qs = queries(country)
 
     work = tempfile.mkdtemp(prefix="dolmen-qbench-")
+    duck_db = os.path.join(work, "duck.duckdb")
     proc, base = ingest.start_dolmen(args.dolmen, work)
+    cold = {}
     try:
         spec = ingest.spec("events", data_dir, "events.parquet", {"type": "parquet"})
         load_s = ingest.dolmen_load(base, "events", spec, args.rows)
         print(f"Dolmen loaded {args.rows} rows in {load_s:.1f} s", file=sys.stderr)
+        if args.cold:
+            # The first run of each query after the ingestion (in the table's order).
+            for name, q in qs.items():
+                cold[name] = {"d_ingest": run_ms(lambda: dolmen_sql(base, dialects(q)[0]))}
 
-        duck_native = duckdb.connect()
+        duck_native = duckdb.connect(duck_db)
         duck_native.execute("SET enable_progress_bar = false")
         duck_native.execute(f"CREATE TABLE events AS SELECT * FROM read_parquet('{parquet}')")
+        if args.cold:
+            for name, q in qs.items():
+                cold[name]["n_ingest"] = run_ms(
+                    lambda: duck_native.execute(dialects(q)[1]).fetchall())
+        share = duck_native.execute(
+            f"SELECT avg(CASE WHEN countryName = '{country}' THEN 1.0 ELSE 0 END) FROM events"
+        ).fetchone()[0]
+        print(f"Q4 filter {country} keeps {share * 100:.2f}% of the rows", file=sys.stderr)
         duck_parquet = duckdb.connect()
         duck_parquet.execute("SET enable_progress_bar = false")
         duck_parquet.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet('{parquet}')")
@@ -181,7 +224,7 @@ def main() -> None:
         df_ctx.register_parquet("events", parquet)
 
         rows = []
-        for name, q in QUERIES.items():
+        for name, q in qs.items():
             d_sql, duck_sql, df_sql = dialects(q)
             got = dolmen_sql(base, d_sql)
             want = duck_native.execute(duck_sql).fetchall()
@@ -194,12 +237,26 @@ def main() -> None:
             rows.append((name, d, n, p, f))
             print(f"{name}: dolmen {d:.1f} ms, duckdb {n:.1f} / {p:.1f} ms, datafusion {f:.1f} ms",
                   file=sys.stderr)
+
+        if args.cold:
+            duck_native.close()
+            for name, q in qs.items():
+                d_sql, duck_sql, _ = dialects(q)
+                proc, base = restart_dolmen(proc, args.dolmen, work)
+                cold[name]["d_restart"] = run_ms(lambda: dolmen_sql(base, d_sql))
+                con = duckdb.connect(duck_db)
+                con.execute("SET enable_progress_bar = false")
+                cold[name]["n_restart"] = run_ms(lambda: con.execute(duck_sql).fetchall())
+                con.close()
+                print(f"{name} cold: dolmen {cold[name]['d_ingest']:.1f} / "
+                      f"{cold[name]['d_restart']:.1f} ms", file=sys.stderr)
     finally:
         proc.terminate()
         proc.wait()
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\n{args.rows} rows, {os.cpu_count()} cores, median of {args.runs} hot runs, ms\n")
+    print(f"\n{args.rows} rows ({args.generator} generator; Q4 keeps {share * 100:.1f}% of the "
+          f"rows), {os.cpu_count()} cores, median of {args.runs} hot runs, ms\n")
     print("| query | Dolmen | DuckDB native | DuckDB Parquet | DataFusion Parquet | Dolmen / fastest peer |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, d, n, p, f in rows:
@@ -208,9 +265,21 @@ def main() -> None:
     sums = [sum(r[i] for r in main_rows) for i in range(1, 5)]
     print(f"| sum (Q1-Q6) | {sums[0]:.1f} | {sums[1]:.1f} | {sums[2]:.1f} | {sums[3]:.1f} | "
           f"{sums[0] / min(sums[1:]):.2f}x |")
+    print(f"\nsum / DuckDB native: {sums[0] / sums[1]:.2f}x")
     q3 = next(r for r in rows if r[0] == "Q3")[1]
     q3x = next(r for r in rows if r[0] == "Q3x")[1]
     print(f"\nQ3 / Q3x (Dolmen, time filter vs none): {q3 / q3x:.2f}")
+    if args.cold:
+        print("\nCold: each query's first run after the ingestion, and after a restart (Dolmen "
+              "restarted / DuckDB's database reopened before each query), ms\n")
+        print("| query | Dolmen hot | after ingestion | after restart | worst cold / hot "
+              "| DuckDB hot | DuckDB after load | DuckDB after reopen |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for name, d, n, _, _ in rows:
+            c = cold[name]
+            worst = max(c["d_ingest"], c["d_restart"]) / d
+            print(f"| {name} | {d:.1f} | {c['d_ingest']:.1f} | {c['d_restart']:.1f} | "
+                  f"{worst:.2f}x | {n:.1f} | {c['n_ingest']:.1f} | {c['n_restart']:.1f} |")
 
 
 if __name__ == "__main__":

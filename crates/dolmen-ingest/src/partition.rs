@@ -269,6 +269,7 @@ fn split_chunk(
         });
     }
     let _ = std::fs::remove_file(&seg.path);
+    let _ = std::fs::remove_file(dolmen_segment::value_index::sidecar_path(&seg.path));
     Ok(out)
 }
 

@@ -46,6 +46,7 @@ pub struct Snapshot {
     task_slots: Option<(u64, u64)>,
     lags: Vec<StreamLag>,
     time_lags: Vec<StreamTimeLag>,
+    value_indexes: Option<(u64, u64)>,
 }
 
 impl Snapshot {
@@ -69,6 +70,12 @@ impl Snapshot {
     /// (`taskSlot/total/count`, `taskSlot/used/count`).
     pub fn task_slots(&mut self, total: u64, used: u64) {
         self.task_slots = Some((total, used));
+    }
+
+    /// Value indexes since start: column indexes loaded from segment sidecars, and segments
+    /// whose indexes were built from the file (`segment/valueIndex/loaded`, `.../built`).
+    pub fn value_indexes(&mut self, loaded: u64, built: u64) {
+        self.value_indexes = Some((loaded, built));
     }
 
     /// The lag of a supervisor's stream: `ingest/kafka/lag` (sum), `maxLag`, `avgLag` (sum
@@ -151,6 +158,16 @@ impl Collector for SnapshotCollector {
                     int(*b),
                 )
             }),
+        )?;
+        gauge_family(
+            &mut encoder,
+            &defs::SEGMENT_VALUE_INDEX_LOADED,
+            snap.value_indexes.map(|(l, _)| (vec![], int(l))),
+        )?;
+        gauge_family(
+            &mut encoder,
+            &defs::SEGMENT_VALUE_INDEX_BUILT,
+            snap.value_indexes.map(|(_, b)| (vec![], int(b))),
         )?;
         let category = || vec![("category", defs::DEFAULT_WORKER_CATEGORY.to_string())];
         gauge_family(

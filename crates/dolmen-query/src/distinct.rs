@@ -22,9 +22,11 @@
 //! partly overshadowed segments and hydrants keep the row scan. The results are the row scan's
 //! exactly (same values, same hashes).
 //!
-//! Indexes are built on first use. The rule never makes a query wait for them: when one is
-//! missing, the query scans rows as before and the missing indexes are built in the background
-//! ([`crate::index::ValueIndexes::build_in_background`]), so the next distinct count on that
+//! Indexes are built with the segment and loaded with it (ADR 0025; a scan loads the indexes of
+//! the files it reads before this rule runs). The rule never makes a query wait for them: when
+//! one is missing (a segment written before index sidecars existed, whose sidecar is being
+//! built), the query scans rows as before and the missing indexes are loaded in the background
+//! ([`crate::index::ValueIndexes::load_in_background`]), so a later distinct count on that
 //! column reads indexes. Their memory counts against the value index budget.
 
 use std::fmt;
@@ -159,6 +161,8 @@ impl DistinctFromIndexes {
                 Err(_) => files.push(FileValues::Null),
                 Ok(field) if field.data_type() == &DataType::Utf8 => {
                     match self.indexes.peek(&path, column) {
+                        // A hash index has no distinct values to read.
+                        Some(Some(index)) if index.is_hashed() => return Ok(None),
                         Some(Some(index)) => files.push(FileValues::Index(index)),
                         Some(None) => return Ok(None),
                         None => missing.push(path),
@@ -168,7 +172,7 @@ impl DistinctFromIndexes {
             }
         }
         if !missing.is_empty() {
-            self.indexes.build_in_background(missing, column);
+            self.indexes.load_in_background(missing);
             return Ok(None);
         }
         let n = scan

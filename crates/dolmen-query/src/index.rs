@@ -8,8 +8,8 @@
 //! per row (`u32`; [`NULL_CODE`] for null). A lookup is a binary search in the values and one
 //! vectorized comparison over the codes: about 0.1 ms for a 330k-row segment.
 //!
-//! Indexes are an in-memory form of loaded segments, built on first use (the first equality
-//! filter on a column of a segment reads that column once) and kept for the life of the
+//! Indexes are built with the segment and stored beside it (`dolmen_segment::value_index`, ADR
+//! 0025); here they are loaded from that sidecar with the segment and kept for the life of the
 //! process, keyed by the segment file's path in the segment cache (segment files are immutable;
 //! a dropped segment's index stays until restart, bounded by the budget). The budget
 //! ([`DEFAULT_VALUE_INDEX_BUDGET_BYTES`]) caps their total memory; past it, new indexes are not
@@ -18,18 +18,20 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, AsArray, StringArray, UInt32Array};
 use arrow::compute::kernels::cmp::eq;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
+use dolmen_segment::file::SegmentFileError;
+use dolmen_segment::value_index;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 
 /// The code of a null row.
-pub const NULL_CODE: u32 = u32::MAX;
+pub const NULL_CODE: u32 = value_index::NULL_CODE;
 
 /// Default memory budget of all value indexes together, bytes (1 GiB).
 pub const DEFAULT_VALUE_INDEX_BUDGET_BYTES: usize = 1 << 30;
@@ -43,6 +45,9 @@ pub struct ValueIndex {
     codes: UInt32Array,
     /// Whether some row is null.
     has_nulls: bool,
+    /// A hash index (`dolmen_segment::value_index::ColumnValueIndex::hashed`): `values` is
+    /// empty and `codes` are value hashes.
+    hashed: bool,
 }
 
 impl ValueIndex {
@@ -116,7 +121,19 @@ impl ValueIndex {
             values: StringArray::from_iter_values(distinct.iter().map(|(s, _)| s.as_str())),
             codes: UInt32Array::from(codes),
             has_nulls,
+            hashed: false,
         }))
+    }
+
+    /// The index of one column as stored in a sidecar (`dolmen_segment::value_index`).
+    pub fn from_column(c: value_index::ColumnValueIndex) -> ValueIndex {
+        let has_nulls = c.codes.values().contains(&NULL_CODE);
+        ValueIndex {
+            values: c.values,
+            codes: c.codes,
+            has_nulls,
+            hashed: c.hashed,
+        }
     }
 
     /// Rows in the file.
@@ -144,8 +161,20 @@ impl ValueIndex {
         self.values.get_array_memory_size() + self.codes.get_array_memory_size()
     }
 
-    /// The row numbers (ascending) whose value equals `value`.
+    /// Whether this is a hash index: [`ValueIndex::rows_equal`] gives candidate rows, and
+    /// [`ValueIndex::values`] is empty (no distinct values to read).
+    pub fn is_hashed(&self) -> bool {
+        self.hashed
+    }
+
+    /// The row numbers (ascending) whose value equals `value`; of a hash index
+    /// ([`ValueIndex::is_hashed`]), the rows whose value hashes as `value` does: every matching
+    /// row and rarely a few more (the scan's filter, which DataFusion still applies, drops
+    /// them). No row means no match either way.
     pub fn rows_equal(&self, value: &str) -> Vec<u32> {
+        if self.hashed {
+            return self.rows_with_code(value_index::value_hash(value));
+        }
         let (mut lo, mut hi) = (0usize, self.values.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -159,7 +188,11 @@ impl ValueIndex {
             return Vec::new();
         }
         // `lo` < number of distinct values, which fit in u32.
-        let code = UInt32Array::new_scalar(lo as u32);
+        self.rows_with_code(lo as u32)
+    }
+
+    fn rows_with_code(&self, code: u32) -> Vec<u32> {
+        let code = UInt32Array::new_scalar(code);
         match eq(&self.codes, &code) {
             Ok(mask) => mask
                 .values()
@@ -209,16 +242,29 @@ pub fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
 /// Kept indexes by (segment file, column); `None` records a column that has no index.
 type IndexMap = HashMap<(PathBuf, String), Option<Arc<ValueIndex>>>;
 
-/// Process-wide value indexes under a memory budget, built on first use, and the Arrow schemas
-/// of segment files ([`ValueIndexes::file_schema`]).
+/// Process-wide value indexes of loaded segment files under a memory budget, and the Arrow
+/// schemas of segment files ([`ValueIndexes::file_schema`]).
+///
+/// Indexes are built with the segment (`dolmen_segment::value_index`: the segment writer
+/// stores them in a sidecar file beside the segment, in deep storage and in the segment cache)
+/// and loaded from that sidecar here, all columns of a file at once, when the segment is
+/// loaded ([`ValueIndexes::load`], called for every segment a scan reads and by the segment
+/// cache's load hook). A query never builds an index: a segment file without a sidecar
+/// (written before sidecars existed) gets one built on a background task, written beside the
+/// cached file, and read from the next query on; until then scans read the whole file.
 #[derive(Debug)]
 pub struct ValueIndexes {
     budget_bytes: usize,
     used_bytes: AtomicUsize,
     map: Mutex<IndexMap>,
     schemas: Mutex<HashMap<PathBuf, SchemaRef>>,
-    /// (file, column) pairs a background build was started for.
-    tried: Mutex<std::collections::HashSet<(PathBuf, String)>>,
+    /// Segment files whose sidecar was loaded or is being read (or built, or failed to
+    /// load): a query that finds a read in flight waits for it (a read takes milliseconds).
+    files: Mutex<HashMap<PathBuf, Arc<tokio::sync::OnceCell<()>>>>,
+    /// Column indexes loaded from sidecars since start.
+    loaded_count: AtomicU64,
+    /// Sidecars built from segment files (segments without one) since start.
+    built_count: AtomicU64,
 }
 
 impl Default for ValueIndexes {
@@ -235,7 +281,9 @@ impl ValueIndexes {
             used_bytes: AtomicUsize::new(0),
             map: Mutex::new(HashMap::new()),
             schemas: Mutex::new(HashMap::new()),
-            tried: Mutex::new(std::collections::HashSet::new()),
+            files: Mutex::new(HashMap::new()),
+            loaded_count: AtomicU64::new(0),
+            built_count: AtomicU64::new(0),
         }
     }
 
@@ -266,77 +314,162 @@ impl ValueIndexes {
         self.used_bytes.load(Ordering::Relaxed)
     }
 
-    /// The index of `column` in `path` if it was built and kept: `Some(None)` when the column
-    /// has no index (not a plain string column of the file), `None` when not built (yet, or
-    /// refused by the budget). Never builds.
+    /// Column indexes loaded from sidecars since start.
+    pub fn loaded_count(&self) -> u64 {
+        self.loaded_count.load(Ordering::Relaxed)
+    }
+
+    /// Sidecars built from segment files since start: segments written before sidecars
+    /// existed, built on a background task (never inside a query).
+    pub fn built_count(&self) -> u64 {
+        self.built_count.load(Ordering::Relaxed)
+    }
+
+    /// The index of `column` in `path` if it was loaded and kept: `Some(None)` when the column
+    /// has no index, `None` when not loaded (yet, or refused by the budget). Never loads.
     pub fn peek(&self, path: &Path, column: &str) -> Option<Option<Arc<ValueIndex>>> {
         self.lock()
             .get(&(path.to_path_buf(), column.to_string()))
             .cloned()
     }
 
-    /// Builds the indexes of `column` in `paths` one after another on a background task
-    /// (blocking threads for the reads), skipping those built or tried before; a no-op
-    /// outside a Tokio runtime. Used by [`crate::distinct`] so that distinct counts read
-    /// indexes from the next query on without making this one wait.
-    pub fn build_in_background(self: &Arc<Self>, paths: Vec<PathBuf>, column: &str) {
+    /// Makes sure the indexes of the segment files `paths` are loaded or being built, on a
+    /// background task; a no-op outside a Tokio runtime. Used by [`crate::distinct`] and the
+    /// segment cache's load hook, which do not wait.
+    pub fn load_in_background(self: &Arc<Self>, paths: Vec<PathBuf>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let todo: Vec<PathBuf> = {
-            let mut tried = lock(&self.tried);
+            let files = lock(&self.files);
             paths
                 .into_iter()
-                .filter(|p| tried.insert((p.clone(), column.to_string())))
+                .filter(|p| !files.get(p).is_some_and(|c| c.initialized()))
                 .collect()
         };
         if todo.is_empty() {
             return;
         }
         let indexes = Arc::clone(self);
-        let column = column.to_string();
         runtime.spawn(async move {
             for path in todo {
-                if let Err(e) = indexes.get(&path, &column).await {
-                    tracing::debug!(path = %path.display(), column, error = %e,
-                        "background value index build failed");
-                }
+                indexes.load(&path).await;
             }
         });
     }
 
-    /// The index of `column` in the segment file `path`, building it (on a blocking thread)
-    /// when absent. `None` when the column is not a string column of the file, or when the
-    /// index would not fit in the budget.
-    ///
-    /// # Errors
-    /// A Parquet or I/O error reading the file.
-    pub async fn get(&self, path: &Path, column: &str) -> Result<Option<Arc<ValueIndex>>> {
-        let key = (path.to_path_buf(), column.to_string());
-        if let Some(found) = self.lock().get(&key) {
-            return Ok(found.clone());
+    /// Loads the indexes of the local segment file `path` from its sidecar (on a blocking
+    /// thread; every indexed column at once, each kept if it fits the budget). Without a
+    /// sidecar, starts building one on a background task and returns at once: the indexes are
+    /// there from a later call on. Errors are logged: a segment without indexes is read whole.
+    pub async fn load(self: &Arc<Self>, path: &Path) {
+        let cell = Arc::clone(lock(&self.files).entry(path.to_path_buf()).or_default());
+        cell.get_or_init(|| self.read_sidecar(path)).await;
+    }
+
+    async fn read_sidecar(self: &Arc<Self>, path: &Path) {
+        let sidecar = value_index::sidecar_path(path);
+        let read = tokio::task::spawn_blocking(move || value_index::read_sidecar(&sidecar)).await;
+        match read {
+            Ok(Ok((_, columns))) => self.insert(path, columns),
+            // No sidecar: build one, unless this process builds no indexes at all.
+            Ok(Err(SegmentFileError::Io { source, .. }))
+                if source.kind() == std::io::ErrorKind::NotFound && value_index::enabled() =>
+            {
+                self.build_in_background(path.to_path_buf());
+            }
+            Ok(Err(SegmentFileError::Io { source, .. }))
+                if source.kind() == std::io::ErrorKind::NotFound => {}
+            // A torn or unreadable sidecar (they are not synced: a crash can leave one behind)
+            // is derived data: build it again from the segment file.
+            Ok(Err(e)) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read value indexes; building them again");
+                if value_index::enabled() {
+                    self.build_in_background(path.to_path_buf());
+                }
+            }
+            Err(e) => tracing::warn!(path = %path.display(), error = %e, "value index load failed"),
         }
-        let (p, c) = key.clone();
-        let built = tokio::task::spawn_blocking(move || ValueIndex::build(&p, &c))
-            .await
-            .map_err(|e| DataFusionError::External(Box::new(e)))??
-            .map(Arc::new);
-        let Some(index) = built else {
-            self.lock().insert(key, None);
-            return Ok(None);
+    }
+
+    /// Loads the indexes of a segment file read in place from an object store, `id` naming
+    /// it (`s3://bucket/key`), from the sidecar bytes `fetch` returns (`None`: no sidecar;
+    /// such a file is read whole, nothing is built for it).
+    pub async fn load_remote<F>(&self, id: &Path, fetch: F)
+    where
+        F: std::future::Future<
+                Output = std::result::Result<Option<Vec<u8>>, dolmen_storage::StorageError>,
+            >,
+    {
+        let cell = Arc::clone(lock(&self.files).entry(id.to_path_buf()).or_default());
+        if cell.initialized() {
+            return;
+        }
+        match fetch.await {
+            Ok(Some(bytes)) => {
+                match value_index::decode_sidecar(&bytes, &id.display().to_string()) {
+                    Ok((_, columns)) => self.insert(id, columns),
+                    Err(e) => {
+                        tracing::warn!(id = %id.display(), error = %e, "cannot read value indexes")
+                    }
+                }
+                let _ = cell.set(());
+            }
+            Ok(None) => {
+                let _ = cell.set(());
+            }
+            // Not marked: tried again at the next query.
+            Err(e) => tracing::warn!(id = %id.display(), error = %e, "cannot read value indexes"),
+        }
+    }
+
+    fn build_in_background(self: &Arc<Self>, path: PathBuf) {
+        let indexes = Arc::clone(self);
+        let build = move || {
+            value_index::build_sidecar(&path)?;
+            value_index::read_sidecar(&value_index::sidecar_path(&path)).map(|(_, c)| (path, c))
         };
-        let bytes = index.memory_bytes();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            match tokio::task::spawn_blocking(build).await {
+                Ok(Ok((path, columns))) => {
+                    indexes.built_count.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(path = %path.display(), "built the value indexes of a segment without a sidecar");
+                    indexes.insert(&path, columns);
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot build value indexes"),
+                Err(e) => tracing::warn!(error = %e, "value index build failed"),
+            }
+        });
+    }
+
+    /// Keeps the indexes of `columns` for the file `path`, within the budget.
+    fn insert(&self, path: &Path, columns: Vec<value_index::ColumnValueIndex>) {
         let mut map = self.lock();
-        if let Some(found) = map.get(&key) {
-            // Built concurrently by another query.
-            return Ok(found.clone());
+        for c in columns {
+            let key = (path.to_path_buf(), c.column.clone());
+            if map.contains_key(&key) {
+                continue;
+            }
+            let index = ValueIndex::from_column(c);
+            let bytes = index.memory_bytes();
+            if self.used_bytes.load(Ordering::Relaxed) + bytes > self.budget_bytes {
+                continue;
+            }
+            self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.loaded_count.fetch_add(1, Ordering::Relaxed);
+            map.insert(key, Some(Arc::new(index)));
         }
-        if self.used_bytes.load(Ordering::Relaxed) + bytes > self.budget_bytes {
-            return Ok(None);
-        }
-        self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
-        map.insert(key, Some(Arc::clone(&index)));
-        Ok(Some(index))
+    }
+
+    /// The index of `column` in the segment file `path`, loading the file's sidecar first when
+    /// it was not ([`ValueIndexes::load`]). `None` when the column has no index (not a string
+    /// column, no sidecar yet, or over the budget). Never builds an index.
+    pub async fn get(self: &Arc<Self>, path: &Path, column: &str) -> Option<Arc<ValueIndex>> {
+        self.load(path).await;
+        self.peek(path, column).flatten()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, IndexMap> {
@@ -450,6 +583,39 @@ mod tests {
     }
 
     #[test]
+    fn a_hash_index_finds_every_matching_row() {
+        let values: Vec<Option<String>> = (0..5_000)
+            .map(|i| (i % 11 != 0).then(|| format!("id-{}", i % 4_000)))
+            .collect();
+        let c = value_index::ColumnValueIndex {
+            column: "id".into(),
+            values: StringArray::from(Vec::<&str>::new()),
+            codes: values
+                .iter()
+                .map(|v| v.as_deref().map_or(NULL_CODE, value_index::value_hash))
+                .collect::<Vec<_>>()
+                .into(),
+            hashed: true,
+        };
+        let idx = ValueIndex::from_column(c);
+        assert!(idx.is_hashed() && idx.has_nulls());
+        for probe in ["id-1", "id-3999", "id-22", "nope", ""] {
+            let want: Vec<u32> = (0..5_000u32)
+                .filter(|i| values[*i as usize].as_deref() == Some(probe))
+                .collect();
+            let got = idx.rows_equal(probe);
+            // Candidates: every match, and only rows whose value hashes alike.
+            assert!(want.iter().all(|r| got.contains(r)), "{probe}");
+            let h = value_index::value_hash(probe);
+            assert!(got.iter().all(|r| {
+                values[*r as usize]
+                    .as_deref()
+                    .is_some_and(|v| value_index::value_hash(v) == h)
+            }));
+        }
+    }
+
+    #[test]
     fn selections_and_intersections() {
         let sel = row_selection(&[1, 2, 3, 7, 9, 10], 12);
         let selected: usize = sel.iter().filter(|s| !s.skip).map(|s| s.row_count).sum();
@@ -462,17 +628,63 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn budget_bounds_what_is_kept() {
+    async fn indexes_load_from_the_sidecar_written_with_the_segment() {
         let dir = tempfile::tempdir().unwrap();
-        let path = file(dir.path(), 1000);
-        let indexes = ValueIndexes::new(usize::MAX);
-        let a = indexes.get(&path, "page").await.unwrap().unwrap();
-        let b = indexes.get(&path, "page").await.unwrap().unwrap();
-        assert!(Arc::ptr_eq(&a, &b), "built once");
+        let legacy = file(dir.path(), 1000);
+        // The same rows through the segment writer, which writes the sidecar.
+        let path = dir.path().join("seg/index.parquet");
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&legacy).unwrap())
+                .unwrap();
+        let schema = Arc::clone(reader.schema());
+        let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
+        dolmen_segment::file::write_segment_file(
+            &path,
+            schema,
+            &batches,
+            dolmen_segment::file::compression_for(None),
+        )
+        .unwrap();
+        let indexes = Arc::new(ValueIndexes::new(usize::MAX));
+        let a = indexes.get(&path, "page").await.unwrap();
+        let b = indexes.get(&path, "page").await.unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "loaded once");
         assert_eq!(indexes.used_bytes(), a.memory_bytes());
-        assert!(indexes.get(&path, "n").await.unwrap().is_none());
-        let small = ValueIndexes::new(10);
-        assert!(small.get(&path, "page").await.unwrap().is_none());
+        assert_eq!((indexes.loaded_count(), indexes.built_count()), (1, 0));
+        let built = ValueIndex::build(&legacy, "page").unwrap().unwrap();
+        assert_eq!(a.values(), built.values());
+        assert_eq!(a.rows_equal("p3"), built.rows_equal("p3"));
+        assert_eq!(a.has_nulls(), built.has_nulls());
+        assert!(indexes.get(&path, "n").await.is_none());
+        let small = Arc::new(ValueIndexes::new(10));
+        assert!(small.get(&path, "page").await.is_none());
         assert_eq!(small.used_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_segment_without_sidecar_is_indexed_in_the_background() {
+        let dir = tempfile::tempdir().unwrap();
+        let legacy = file(dir.path(), 1000);
+        let indexes = Arc::new(ValueIndexes::new(usize::MAX));
+        // The query does not wait for a build.
+        assert!(indexes.get(&legacy, "page").await.is_none());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let index = loop {
+            if let Some(ix) = indexes.get(&legacy, "page").await {
+                break ix;
+            }
+            assert!(std::time::Instant::now() < deadline, "no background build");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        assert_eq!(indexes.built_count(), 1);
+        assert_eq!(index.cardinality(), 5);
+        assert!(
+            value_index::sidecar_path(&legacy).exists(),
+            "kept for restarts"
+        );
+        // A later process reads the sidecar built then.
+        let again = Arc::new(ValueIndexes::new(usize::MAX));
+        assert!(again.get(&legacy, "page").await.is_some());
+        assert_eq!(again.built_count(), 0);
     }
 }

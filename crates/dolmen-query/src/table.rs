@@ -374,7 +374,7 @@ impl TableProvider for DatasourceTable {
         // once (indexes built for the first time are built in parallel).
         let mut loaded: Vec<(usize, &dolmen_segment::DataSegment, std::path::PathBuf)> = Vec::new();
         // Segments read straight from an object store (S3 deep storage): their keys, by entry.
-        let mut remote: Vec<(usize, &dolmen_segment::DataSegment, String)> = Vec::new();
+        let mut remote: Vec<(usize, &dolmen_segment::DataSegment, String, String)> = Vec::new();
         let mut remote_store: Option<(ObjectStoreUrl, Arc<dyn object_store::ObjectStore>)> = None;
         for (i, e) in entries.iter().enumerate() {
             for s in &e.segments {
@@ -392,7 +392,7 @@ impl TableProvider for DatasourceTable {
                                 runtime.register_object_store(url.as_ref(), Arc::clone(&store));
                                 remote_store = Some((url, store));
                             }
-                            remote.push((i, s, key.to_string()));
+                            remote.push((i, s, key.to_string(), bucket));
                         }
                     }
                 } else {
@@ -405,12 +405,26 @@ impl TableProvider for DatasourceTable {
                 }
             }
         }
-        let selections = futures::future::try_join_all(
-            loaded
-                .iter()
-                .map(|(_, _, path)| self.index_selection(path, &equalities)),
-        )
-        .await?;
+        // The local object store reads a relative path as rooted at `/`; a segment cache
+        // under a relative data directory (`dolmen server` defaults to `./var`) needs the
+        // absolute form. Value indexes are keyed by it too.
+        let loaded = loaded
+            .into_iter()
+            .map(|(i, s, path)| {
+                std::path::absolute(path)
+                    .map(|p| (i, s, p))
+                    .map_err(|e| DataFusionError::External(Box::new(e)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // The value indexes of the segments, loaded from their sidecars (built with the
+        // segments); never built here.
+        if let Some(indexes) = &self.indexes {
+            futures::future::join_all(loaded.iter().map(|(_, _, path)| indexes.load(path))).await;
+        }
+        let selections: Vec<IndexSelection> = loaded
+            .iter()
+            .map(|(_, _, path)| self.index_selection(path, &equalities))
+            .collect();
         // Each local file's Arrow schema, with the string columns that are dictionary-encoded
         // throughout (remembered per file; [`crate::dictionary`] reads those as dictionaries
         // for aggregations).
@@ -435,11 +449,6 @@ impl TableProvider for DatasourceTable {
                 total_byte_size: Precision::Exact(usize::try_from(s.size).unwrap_or(usize::MAX)),
                 column_statistics: Statistics::unknown_column(&self.schema),
             };
-            // The local object store reads a relative path as rooted at `/`; a segment cache
-            // under a relative data directory (`dolmen server` defaults to `./var`) needs the
-            // absolute form.
-            let path =
-                std::path::absolute(path).map_err(|e| DataFusionError::External(Box::new(e)))?;
             let mut file = PartitionedFile::new(path.to_string_lossy().to_string(), s.size);
             // The reader's type hints: the file's own schema, so reading is the same as
             // without; its metadata marks the file as a segment file for crate::dictionary.
@@ -460,17 +469,43 @@ impl TableProvider for DatasourceTable {
                 }
             }
         }
-        // Segments read from an object store in place: no value indexes (they are built from
-        // local files), the segment's exact row count as statistics.
+        // Segments read from an object store in place use their value indexes too: each
+        // one's sidecar is read from deep storage (one GET) the first time.
+        let remote_ids: Vec<std::path::PathBuf> = remote
+            .iter()
+            .map(|(_, _, key, bucket)| std::path::PathBuf::from(format!("s3://{bucket}/{key}")))
+            .collect();
+        if let Some(indexes) = &self.indexes {
+            let deep = self.cache.deep_storage();
+            futures::future::join_all(remote.iter().zip(&remote_ids).map(|((_, s, _, _), id)| {
+                indexes.load_remote(id, deep.read_sidecar(&s.load_spec))
+            }))
+            .await;
+        }
         let mut per_entry_remote: Vec<Vec<PartitionedFile>> = vec![Vec::new(); entries.len()];
-        for (i, s, key) in remote {
+        for ((i, s, key, _), id) in remote.into_iter().zip(&remote_ids) {
             let stats = Statistics {
                 num_rows: Precision::Exact(usize::try_from(s.num_rows).unwrap_or(usize::MAX)),
                 total_byte_size: Precision::Exact(usize::try_from(s.size).unwrap_or(usize::MAX)),
                 column_statistics: Statistics::unknown_column(&self.schema),
             };
-            per_entry_remote[i]
-                .push(PartitionedFile::new(key, s.size).with_statistics(Arc::new(stats)));
+            let file = PartitionedFile::new(key, s.size);
+            match self.index_selection(id, &equalities) {
+                IndexSelection::All => {
+                    per_entry_remote[i].push(file.with_statistics(Arc::new(stats)));
+                }
+                IndexSelection::NoRows => {}
+                IndexSelection::Rows(selection, n) => {
+                    let stats = Statistics {
+                        num_rows: Precision::Inexact(n),
+                        ..stats
+                    };
+                    per_entry_remote[i].push(
+                        file.with_statistics(Arc::new(stats))
+                            .with_extension(ParquetRowSelection::new(selection)),
+                    );
+                }
+            }
         }
         let local = (ObjectStoreUrl::local_filesystem(), reader_factory);
         let remote = remote_store.map(|(url, store)| {
@@ -603,19 +638,19 @@ enum IndexSelection {
 
 impl DatasourceTable {
     /// Rows of the segment file at `path` matching every `column = value` in `equalities`,
-    /// from the value indexes.
-    async fn index_selection(
+    /// from the value indexes loaded for it (the whole file when there are none).
+    fn index_selection(
         &self,
         path: &std::path::Path,
         equalities: &[(String, String)],
-    ) -> Result<IndexSelection> {
+    ) -> IndexSelection {
         let Some(indexes) = &self.indexes else {
-            return Ok(IndexSelection::All);
+            return IndexSelection::All;
         };
         let mut rows: Option<Vec<u32>> = None;
         let mut total = 0;
         for (column, value) in equalities {
-            let Some(index) = indexes.get(path, column).await? else {
+            let Some(Some(index)) = indexes.peek(path, column) else {
                 continue;
             };
             total = index.num_rows();
@@ -625,14 +660,14 @@ impl DatasourceTable {
                 Some(r) => crate::index::intersect(&r, &matching),
             });
             if rows.as_ref().is_some_and(Vec::is_empty) {
-                return Ok(IndexSelection::NoRows);
+                return IndexSelection::NoRows;
             }
         }
-        Ok(match rows {
+        match rows {
             None => IndexSelection::All,
             Some(r) if r.is_empty() => IndexSelection::NoRows,
             Some(r) => IndexSelection::Rows(crate::index::row_selection(&r, total), r.len()),
-        })
+        }
     }
 }
 

@@ -346,6 +346,15 @@ pub enum SegmentFileError {
         /// Cause.
         source: parquet::errors::ParquetError,
     },
+    /// Error building, encoding or decoding the value index sidecar
+    /// ([`crate::value_index`]).
+    #[error("value index sidecar [{path}]: {message}")]
+    Index {
+        /// The sidecar (or segment) file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// Parquet compression codec for an `indexSpec` compression name (`lz4` default, `zstd`,
@@ -362,11 +371,17 @@ pub fn compression_for(name: Option<&str>) -> Compression {
 /// Streams sorted batches into a new segment file, then publishes it at its final path
 /// atomically (temporary file, `fsync`, rename). Dropping the writer without
 /// [`SegmentFileWriter::finish`] removes the temporary file.
+///
+/// It builds the file's value indexes as it goes ([`crate::value_index`]) and publishes their
+/// sidecar ([`crate::value_index::sidecar_path`]) just before the segment file, so a segment
+/// file never exists without its indexes. Every segment file is written here (batch and SQL
+/// ingestion, streaming hydrants and handoff, compaction).
 #[derive(Debug)]
 pub struct SegmentFileWriter {
     path: std::path::PathBuf,
     tmp: std::path::PathBuf,
     writer: Option<ArrowWriter<File>>,
+    index: Option<crate::value_index::ValueIndexBuilder>,
     rows: u64,
 }
 
@@ -397,6 +412,8 @@ impl SegmentFileWriter {
             .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
             .set_created_by("dolmen".to_string())
             .build();
+        let index = crate::value_index::enabled()
+            .then(|| crate::value_index::ValueIndexBuilder::new(&schema));
         let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
             SegmentFileError::Parquet {
                 path: path.display().to_string(),
@@ -407,6 +424,7 @@ impl SegmentFileWriter {
             path: path.to_path_buf(),
             tmp,
             writer: Some(writer),
+            index,
             rows: 0,
         })
     }
@@ -421,6 +439,12 @@ impl SegmentFileWriter {
             path: self.path.display().to_string(),
             source,
         })?;
+        if let Some(index) = self.index.as_mut() {
+            index.push(batch).map_err(|e| SegmentFileError::Index {
+                path: self.path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        }
         self.rows += batch.num_rows() as u64;
         Ok(())
     }
@@ -447,7 +471,17 @@ impl SegmentFileWriter {
         })?;
         f.sync_all().map_err(io)?;
         drop(f);
-        std::fs::rename(&self.tmp, &path).map_err(io)?;
+        let sidecar = crate::value_index::sidecar_path(&path);
+        if let Some(index) = self.index.take()
+            && let Err(e) = index.write(&sidecar)
+        {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(e);
+        }
+        if let Err(e) = std::fs::rename(&self.tmp, &path) {
+            let _ = std::fs::remove_file(&sidecar);
+            return Err(io(e));
+        }
         Ok(std::fs::metadata(&path).map_err(io)?.len())
     }
 }
@@ -483,7 +517,7 @@ pub fn write_segment_file(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, StringArray, TimestampMillisecondArray};
+    use arrow::array::{Array, Int64Array, StringArray, TimestampMillisecondArray};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     #[test]
@@ -516,6 +550,17 @@ mod tests {
         let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
         assert_eq!(rows, 2);
         assert!(!path.with_extension("parquet.tmp").exists());
+        // The value index sidecar is published with the file.
+        let (rows, indexes) =
+            crate::value_index::read_sidecar(&crate::value_index::sidecar_path(&path)).unwrap();
+        assert_eq!(rows, 2);
+        assert_eq!(indexes.len(), 1);
+        assert_eq!(indexes[0].column, "page");
+        assert_eq!(indexes[0].values.len(), 1);
+        assert_eq!(
+            indexes[0].codes.values().to_vec(),
+            vec![0, crate::value_index::NULL_CODE]
+        );
     }
 
     #[test]

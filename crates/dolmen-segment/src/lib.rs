@@ -17,6 +17,7 @@
 pub mod file;
 pub mod id;
 pub mod timeline;
+pub mod value_index;
 
 pub use file::{
     COMPLEX_METADATA_KEY, ColumnKind, ColumnType, DICTIONARY_PAGE_BYTES, DRUID_TYPE_METADATA_KEY,

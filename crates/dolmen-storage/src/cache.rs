@@ -18,6 +18,18 @@ pub struct SegmentCache {
     loaded: Mutex<HashMap<String, Loaded>>,
     /// One async lock per segment being fetched, so concurrent queries fetch once.
     fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Called with the local path of every segment the cache loads
+    /// ([`SegmentCache::set_load_hook`]).
+    hook: std::sync::RwLock<Option<LoadHook>>,
+}
+
+/// What [`SegmentCache::set_load_hook`] registers.
+struct LoadHook(Box<dyn Fn(&Path) + Send + Sync>);
+
+impl std::fmt::Debug for LoadHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoadHook")
+    }
 }
 
 /// A segment present locally.
@@ -40,7 +52,25 @@ impl SegmentCache {
             deep,
             loaded: Mutex::new(HashMap::new()),
             fetching: Mutex::new(HashMap::new()),
+            hook: std::sync::RwLock::new(None),
         })
+    }
+
+    /// Registers `hook`, called with the local path of every segment loaded from now on, and
+    /// at once with those already loaded: the query engine loads the segment's value indexes
+    /// there, so they are in memory with the segment (ADR 0025). It must not block.
+    pub fn set_load_hook(&self, hook: impl Fn(&Path) + Send + Sync + 'static) {
+        let paths: Vec<PathBuf> = self
+            .loaded
+            .lock()
+            .expect("cache lock")
+            .values()
+            .map(|l| l.path.clone())
+            .collect();
+        for p in &paths {
+            hook(p);
+        }
+        *self.hook.write().expect("hook lock") = Some(LoadHook(Box::new(hook)));
     }
 
     /// Deep storage behind this cache.
@@ -65,7 +95,26 @@ impl SegmentCache {
             .contains_key(&seg.identifier)
     }
 
-    /// The local path of a segment's file, fetching it from deep storage first if needed.
+    /// The local path of a segment's file when the cache already holds it (loaded, or left on
+    /// disk by an earlier run with the segment's size), registering it as loaded (which runs
+    /// the load hook); `None` when it would have to be fetched from deep storage. What a
+    /// restarted historical does with its segment cache before it serves queries.
+    pub async fn load_if_cached(&self, seg: &DataSegment) -> Option<PathBuf> {
+        if let Some(l) = self.loaded.lock().expect("cache lock").get(&seg.identifier) {
+            return Some(l.path.clone());
+        }
+        let present = tokio::fs::metadata(self.local_path(seg))
+            .await
+            .is_ok_and(|m| m.len() == seg.size);
+        if !present {
+            return None;
+        }
+        self.ensure_loaded(seg).await.ok()
+    }
+
+    /// The local path of a segment's file, fetching it from deep storage first if needed,
+    /// with its value index sidecar when deep storage has one
+    /// (`dolmen_segment::value_index::sidecar_path` of the returned path).
     ///
     /// # Errors
     /// When the fetch fails.
@@ -98,6 +147,20 @@ impl SegmentCache {
             .expect("cache lock")
             .remove(&seg.identifier);
         fetched?;
+        // The segment's value index sidecar comes with it; deep storage has none for segments
+        // written before sidecars existed (the query engine builds their indexes then).
+        let sidecar = dolmen_segment::value_index::sidecar_path(&path);
+        if !tokio::fs::try_exists(&sidecar).await.unwrap_or(false) {
+            match self.deep.fetch_sidecar(&seg.load_spec, &sidecar).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::debug!(segment = %seg.identifier, "segment has no value index sidecar")
+                }
+                Err(e) => {
+                    tracing::warn!(segment = %seg.identifier, error = %e, "cannot load the value index sidecar")
+                }
+            }
+        }
         self.loaded.lock().expect("cache lock").insert(
             seg.identifier.clone(),
             Loaded {
@@ -106,6 +169,9 @@ impl SegmentCache {
                 size: seg.size,
             },
         );
+        if let Some(hook) = self.hook.read().expect("hook lock").as_ref() {
+            (hook.0)(&path);
+        }
         Ok(path)
     }
 
@@ -119,6 +185,12 @@ impl SegmentCache {
             .expect("cache lock")
             .remove(&seg.identifier);
         let path = self.local_path(seg);
+        let sidecar = dolmen_segment::value_index::sidecar_path(&path);
+        match tokio::fs::remove_file(&sidecar).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&sidecar)(e)),
+        }
         match tokio::fs::remove_file(&path).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -211,5 +283,68 @@ mod tests {
             ..seg
         };
         assert!(cache.ensure_loaded(&bad).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn value_index_sidecars_travel_with_their_segments() {
+        use dolmen_segment::value_index::sidecar_path;
+        let dir = tempfile::tempdir().unwrap();
+        let deep = DeepStorage::local(&dir.path().join("deep")).unwrap();
+        let src = dir.path().join("index.parquet");
+        std::fs::write(&src, b"hello").unwrap();
+        std::fs::write(sidecar_path(&src), b"indexes").unwrap();
+        let spec = deep.push(&src, "ds/x/t/0/index.parquet").await.unwrap();
+        let LoadSpec::Local { path: stored } = &spec else {
+            panic!("local load spec");
+        };
+        let stored_sidecar = sidecar_path(Path::new(stored));
+        assert_eq!(std::fs::read(&stored_sidecar).unwrap(), b"indexes");
+        let seg = DataSegment {
+            data_source: "ds".into(),
+            interval: Interval::parse("2015-09-12/2015-09-13").unwrap(),
+            version: "v1".into(),
+            load_spec: spec.clone(),
+            dimensions: String::new(),
+            metrics: String::new(),
+            shard_spec: ShardSpec::Numbered {
+                partition_num: 0,
+                partitions: 1,
+            },
+            binary_version: 9,
+            size: 5,
+            num_rows: 1,
+            columns: vec![],
+            last_compaction_state: None,
+            identifier: "id1".into(),
+        };
+        let cache = SegmentCache::new(&dir.path().join("cache"), deep.clone()).unwrap();
+        let p = cache.ensure_loaded(&seg).await.unwrap();
+        assert_eq!(std::fs::read(sidecar_path(&p)).unwrap(), b"indexes");
+        assert_eq!(
+            deep.read_sidecar(&spec).await.unwrap().as_deref(),
+            Some(&b"indexes"[..])
+        );
+        cache.drop_segment(&seg).await.unwrap();
+        assert!(!sidecar_path(&p).exists());
+        deep.delete(&spec).await.unwrap();
+        assert!(!stored_sidecar.exists());
+        assert!(deep.read_sidecar(&spec).await.unwrap().is_none());
+
+        // A segment without a sidecar (written before sidecars existed) still loads.
+        let old = dir.path().join("old.parquet");
+        std::fs::write(&old, b"hello").unwrap();
+        let spec = deep.push(&old, "ds/x/t/1/index.parquet").await.unwrap();
+        let seg = DataSegment {
+            load_spec: spec,
+            identifier: "id2".into(),
+            shard_spec: ShardSpec::Numbered {
+                partition_num: 1,
+                partitions: 2,
+            },
+            ..seg
+        };
+        let p = cache.ensure_loaded(&seg).await.unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"hello");
+        assert!(!sidecar_path(&p).exists());
     }
 }

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dolmen_segment::LoadSpec;
+use dolmen_segment::value_index;
 use futures::StreamExt;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
@@ -127,7 +128,97 @@ impl DeepStorage {
     ///
     /// # Errors
     /// On an invalid key or I/O failure; a failed upload is aborted and leaves no object.
+    ///
+    /// The segment file's value index sidecar (`dolmen_segment::value_index`), when one exists
+    /// beside `local_file`, is stored first, under the key plus its suffix: once the load spec
+    /// is published, the sidecar is in deep storage too.
     pub async fn push(&self, local_file: &Path, key: &str) -> Result<LoadSpec, StorageError> {
+        object_path(key)?;
+        let sidecar = value_index::sidecar_path(local_file);
+        if tokio::fs::try_exists(&sidecar).await.unwrap_or(false) {
+            // No directory sync of its own: the segment file's, in the same directory, right
+            // after, makes both entries durable (and a sidecar lost in a crash before it is
+            // built again from the segment file).
+            self.push_file(&sidecar, &value_index::sidecar_key(key), false)
+                .await?;
+        }
+        self.push_one(local_file, key).await
+    }
+
+    /// The load spec of the value index sidecar of the segment file behind `load_spec`.
+    pub fn sidecar_load_spec(load_spec: &LoadSpec) -> LoadSpec {
+        match load_spec {
+            LoadSpec::Local { path } => LoadSpec::Local {
+                path: value_index::sidecar_key(path),
+            },
+            LoadSpec::S3 { bucket, key } => LoadSpec::S3 {
+                bucket: bucket.clone(),
+                key: value_index::sidecar_key(key),
+            },
+        }
+    }
+
+    /// Copies the value index sidecar of the segment behind `load_spec` to `dest` (as
+    /// [`DeepStorage::fetch`]); `Ok(false)` when deep storage has none (a segment written
+    /// before sidecars existed).
+    ///
+    /// # Errors
+    /// As [`DeepStorage::fetch`], other than the sidecar being absent.
+    pub async fn fetch_sidecar(
+        &self,
+        load_spec: &LoadSpec,
+        dest: &Path,
+    ) -> Result<bool, StorageError> {
+        let spec = DeepStorage::sidecar_load_spec(load_spec);
+        if let SegmentLocation::Local(src) = self.location(&spec)?
+            && !tokio::fs::try_exists(&src).await.unwrap_or(false)
+        {
+            return Ok(false);
+        }
+        match self.fetch(&spec, dest).await {
+            Ok(()) => Ok(true),
+            Err(StorageError::ObjectStore(object_store::Error::NotFound { .. })) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The bytes of the value index sidecar of the segment behind `load_spec`, read in place;
+    /// `Ok(None)` when deep storage has none.
+    ///
+    /// # Errors
+    /// On I/O failure other than the sidecar being absent, or a load spec outside this deep
+    /// storage.
+    pub async fn read_sidecar(
+        &self,
+        load_spec: &LoadSpec,
+    ) -> Result<Option<Vec<u8>>, StorageError> {
+        let spec = DeepStorage::sidecar_load_spec(load_spec);
+        match self.location(&spec)? {
+            SegmentLocation::Local(path) => match tokio::fs::read(&path).await {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(io_err(&path)(e)),
+            },
+            SegmentLocation::Object { store, key, .. } => match store.get(&key).await {
+                Ok(got) => Ok(Some(got.bytes().await?.to_vec())),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+        }
+    }
+
+    async fn push_one(&self, local_file: &Path, key: &str) -> Result<LoadSpec, StorageError> {
+        self.push_file(local_file, key, true).await
+    }
+
+    /// [`DeepStorage::push_one`]; `sync_dir: false` skips the directory sync of a local deep
+    /// storage's hard link.
+    async fn push_file(
+        &self,
+        local_file: &Path,
+        key: &str,
+        sync_dir: bool,
+    ) -> Result<LoadSpec, StorageError> {
         object_path(key)?;
         let (path, load_spec) = match &self.kind {
             Kind::Local(root) => {
@@ -135,9 +226,10 @@ impl DeepStorage {
                     path: root.join(key).display().to_string(),
                 };
                 let (src, dest) = (local_file.to_path_buf(), root.join(key));
-                let linked = tokio::task::spawn_blocking(move || link_into_place(&src, &dest))
-                    .await
-                    .unwrap_or(false);
+                let linked =
+                    tokio::task::spawn_blocking(move || link_into_place(&src, &dest, sync_dir))
+                        .await
+                        .unwrap_or(false);
                 if linked {
                     return Ok(load_spec);
                 }
@@ -226,7 +318,15 @@ impl DeepStorage {
     /// # Errors
     /// On I/O failure, or a load spec outside this deep storage (a local path outside its
     /// root, another bucket): nothing is deleted then.
+    ///
+    /// The segment's value index sidecar is deleted with it.
     pub async fn delete(&self, load_spec: &LoadSpec) -> Result<(), StorageError> {
+        self.delete_one(&DeepStorage::sidecar_load_spec(load_spec))
+            .await?;
+        self.delete_one(load_spec).await
+    }
+
+    async fn delete_one(&self, load_spec: &LoadSpec) -> Result<(), StorageError> {
         let (store, key): (&dyn ObjectStore, ObjectPath) = match (&self.kind, load_spec) {
             (Kind::Local(root), LoadSpec::Local { path }) => {
                 let rel = Path::new(path)
@@ -279,7 +379,7 @@ async fn copy_synced(src: &Path, dest: &Path) -> Result<(), StorageError> {
 /// any earlier object, then sync the directory so the new entry survives a crash. `false` when
 /// linking is not possible (other filesystem, no permission, ...): the caller copies instead,
 /// and no temporary name is left behind.
-fn link_into_place(src: &Path, dest: &Path) -> bool {
+fn link_into_place(src: &Path, dest: &Path, sync_dir: bool) -> bool {
     let Some(dir) = dest.parent() else {
         return false;
     };
@@ -295,7 +395,7 @@ fn link_into_place(src: &Path, dest: &Path) -> bool {
         let _ = std::fs::remove_file(&tmp);
         return false;
     }
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).is_ok()
+    !sync_dir || std::fs::File::open(dir).and_then(|d| d.sync_all()).is_ok()
 }
 
 /// Validates a relative key: no empty, `.` or `..` segments, no absolute paths.

@@ -211,6 +211,9 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         Some((Arc::clone(&metadata), node)),
         Arc::clone(lookups.registry()),
     ));
+    // The segments already in the local cache (a restart) are loaded with their indexes and
+    // footers before the server answers, so the first query is not the one that pays.
+    engine.warm_up(&cache).await;
     // Queries run on their own worker threads so that a heavy query never stalls the HTTP
     // reactor (DataFusion's recommended set-up for CPU-bound work).
     let query_runtime = tokio::runtime::Builder::new_multi_thread()
@@ -229,7 +232,14 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         .await
         .context("cannot start the supervisors")?;
     sys_supervisors.set(Arc::new(sys_supervisors::ManagerRows::new(&supervisors)));
-    register_metric_sources(&metrics, &view, &cache, &overlord, &supervisors);
+    register_metric_sources(
+        &metrics,
+        &view,
+        &cache,
+        &overlord,
+        &supervisors,
+        Arc::clone(engine.value_indexes()),
+    );
     let coordinator = dolmen_coordinator::Coordinator::new(
         Arc::clone(&metadata),
         Arc::clone(&view),
@@ -428,7 +438,8 @@ impl dolmen_coordinator::kill::KillTaskSubmitter for OverlordKillSubmitter {
 }
 
 /// What every scrape computes ([`dolmen_metrics::Metrics::add_source`]): segment counts and
-/// sizes from the live view, segment cache bytes, task slots, stream lag; and the running
+/// sizes from the live view, segment cache bytes, value index counters, task slots, stream lag;
+/// and the running
 /// tasks' ingestion counters are brought up to date first.
 fn register_metric_sources(
     metrics: &dolmen_metrics::Metrics,
@@ -436,6 +447,7 @@ fn register_metric_sources(
     cache: &Arc<SegmentCache>,
     overlord: &Arc<Overlord>,
     supervisors: &Arc<SupervisorManager>,
+    indexes: Arc<dolmen_query::index::ValueIndexes>,
 ) {
     let (view, cache) = (Arc::clone(view), Arc::clone(cache));
     // Weak: the overlord holds the metrics, which hold this source (no cycle).
@@ -453,6 +465,7 @@ fn register_metric_sources(
         for (ds, bytes) in cache.used_bytes() {
             snap.segment_cache(&ds, bytes);
         }
+        snap.value_indexes(indexes.loaded_count(), indexes.built_count());
         if let Some(s) = supervisors.upgrade() {
             for lag in s.stream_lags() {
                 snap.stream_lag(lag);

@@ -24,3 +24,4 @@ mod sql_semantics;
 mod statements;
 mod supervisors;
 mod tasks_api;
+mod value_indexes;

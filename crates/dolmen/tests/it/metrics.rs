@@ -15,9 +15,9 @@ use crate::common::{Server, wait_for_line, wikipedia_spec};
 
 /// One scrape: every sample by metric name and label set.
 #[derive(Debug, Default)]
-struct Scrape {
+pub(crate) struct Scrape {
     samples: HashMap<(String, BTreeMap<String, String>), f64>,
-    text: String,
+    pub(crate) text: String,
 }
 
 impl Scrape {
@@ -81,7 +81,7 @@ impl Scrape {
     }
 
     /// The sample `name` with exactly `labels`.
-    fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    pub(crate) fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let labels = labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -90,7 +90,7 @@ impl Scrape {
     }
 
     /// [`Scrape::get`], failing the test when the sample is missing.
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.get(name, labels)
             .unwrap_or_else(|| panic!("no {name}{labels:?} in\n{}", self.text))
     }
@@ -103,7 +103,7 @@ fn delta(before: &Scrape, after: &Scrape, name: &str, labels: &[(&str, &str)]) -
 
 impl Server {
     /// `GET /metrics`, parsed.
-    fn scrape(&self) -> Scrape {
+    pub(crate) fn scrape(&self) -> Scrape {
         let r = self.get("/metrics");
         assert_eq!(r.status().as_u16(), 200);
         Scrape::parse(&r.text().unwrap())

@@ -591,18 +591,27 @@ fn auto_kill_deletes_dropped_segments() {
             .unwrap()
             .starts_with("coordinator-issued_kill_wikipedia_")
     }));
-    // Deep storage holds no segment file any more.
-    let files = walk(&dir.path().join("data/deep-storage"));
+    // Deep storage holds no segment file any more, nor any value index sidecar.
+    let files = walk_all(&dir.path().join("data/deep-storage"));
     assert_eq!(files, Vec::<String>::new());
 }
 
+/// The segment files under `dir` (not their value index sidecars).
 fn walk(dir: &Path) -> Vec<String> {
+    walk_all(dir)
+        .into_iter()
+        .filter(|p| !p.ends_with(".indexes.arrow"))
+        .collect()
+}
+
+/// Every file under `dir`.
+fn walk_all(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
-                out.extend(walk(&p));
+                out.extend(walk_all(&p));
             } else {
                 out.push(p.display().to_string());
             }

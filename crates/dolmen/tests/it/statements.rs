@@ -528,7 +528,8 @@ fn s3_deep_storage_publishes_serves_reads_in_place_and_kills() {
     let server = Server::start_with_args(&data, &args);
     server.ingest_sql(
         r#"REPLACE INTO deep OVERWRITE ALL
-SELECT MILLIS_TO_TIMESTAMP(1577836800000 + "value" * 3600000) AS __time, "value" AS x
+SELECT MILLIS_TO_TIMESTAMP(1577836800000 + "value" * 3600000) AS __time, "value" AS x,
+  'v' || CAST("value" % 5 AS VARCHAR) AS s
 FROM generate_series(0, 71)
 PARTITIONED BY DAY"#,
     );
@@ -549,9 +550,11 @@ PARTITIONED BY DAY"#,
     }
     let mut keys = object_keys(&endpoint, &bucket, "druid/segments/");
     keys.sort();
+    // Each segment file and its value index sidecar.
     let mut expected: Vec<String> = segs
         .iter()
         .map(|s| s["loadSpec"]["key"].as_str().unwrap().to_string())
+        .flat_map(|k| [format!("{k}.indexes.arrow"), k])
         .collect();
     expected.sort();
     assert_eq!(keys, expected);
@@ -579,6 +582,21 @@ PARTITIONED BY DAY"#,
                 "context": {"readFromDeepStorage": true}}),
     );
     assert_eq!((code, body), (200, json!([{"x": 71}, {"x": 70}])));
+    // An equality filter read in place uses the value indexes stored beside the objects
+    // (x % 5 = 3: 3, 8, ..., 68): loaded from the sidecars, nothing built.
+    let (code, body) = server.post_json(
+        "/druid/v2/sql",
+        &json!({"query": "SELECT COUNT(*) AS c, SUM(x) AS t FROM deep WHERE s = 'v3'",
+                "context": {"readFromDeepStorage": true}}),
+    );
+    assert_eq!((code, body), (200, json!([{"c": 14, "t": 497}])));
+    let scrape = server.scrape();
+    assert_eq!(scrape.value("druid_segment_valueindex_built", &[]), 0.0);
+    assert!(
+        scrape.value("druid_segment_valueindex_loaded", &[]) >= 3.0,
+        "{}",
+        scrape.text
+    );
     assert_eq!(cached_files(&data), 0, "read in place, nothing loaded");
 
     // Kill: the unused day's object goes; the used days' objects stay.
@@ -592,7 +610,7 @@ PARTITIONED BY DAY"#,
     }));
     assert_eq!(st["status"], "SUCCESS", "{st}");
     let left = object_keys(&endpoint, &bucket, "druid/segments/");
-    assert_eq!(left.len(), 2, "{left:?}");
+    assert_eq!(left.len(), 4, "two segments and their sidecars: {left:?}");
     assert!(left.iter().all(|k| !k.contains("2020-01-01T")), "{left:?}");
     assert_eq!(server.count("deep"), Some(48));
 }

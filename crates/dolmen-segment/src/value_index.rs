@@ -1,0 +1,794 @@
+//! Value indexes built with the segment: for every plain string column of a segment file, its
+//! distinct values (sorted) and one dictionary code per row. They are Dolmen's form of Druid's
+//! per-segment dictionaries and bitmap indexes (`docs/design/segments.md`, "Indexing"), which
+//! Druid builds when it builds a segment; the query engine uses them for equality filters and
+//! distinct counts (`dolmen_query::index`, ADR 0011, ADR 0025).
+//!
+//! They live in a sidecar file beside the segment file: `<segment file name>`
+//! [`SIDECAR_SUFFIX`] (`index.parquet.indexes.arrow`), in deep storage under the segment's key
+//! plus that suffix, and in the segment cache beside the cached copy. The sidecar is an Arrow
+//! IPC file holding one record batch with one column per indexed string column, of type
+//! `Dictionary(<smallest unsigned key>, Utf8)`: the dictionary is the column's distinct
+//! non-null values sorted ascending (byte order), each row's key the position of its value
+//! (null rows are null). The schema metadata [`ROWS_METADATA_KEY`] holds the row count (a
+//! segment without string columns still gets a sidecar, with no columns).
+//!
+//! [`SegmentFileWriter`](crate::SegmentFileWriter) builds them while it writes the file (so
+//! every segment writer: batch and SQL ingestion, streaming hydrants and handoff, compaction)
+//! and publishes the sidecar before the segment file. [`build_sidecar`] builds one from an
+//! existing segment file (segments written before sidecars existed).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StringArray};
+use arrow::array::{StringDictionaryBuilder, UInt32Array};
+use arrow::datatypes::{DataType, Field, Schema, UInt8Type, UInt16Type, UInt32Type};
+use arrow::error::ArrowError;
+
+use crate::TIME_COLUMN;
+use crate::file::{COMPLEX_METADATA_KEY, SegmentFileError};
+
+/// Suffix appended to a segment file's name (and deep storage key) to name its sidecar.
+pub const SIDECAR_SUFFIX: &str = ".indexes.arrow";
+
+/// Schema metadata key of a sidecar: the segment file's row count (decimal).
+pub const ROWS_METADATA_KEY: &str = "dolmen.rows";
+
+/// The code of a null row in [`ColumnValueIndex::codes`].
+pub const NULL_CODE: u32 = u32::MAX;
+
+/// Environment variable that turns the building of value indexes off for the process when set
+/// to `false`: segments are then written without sidecars, as by earlier versions, and loading
+/// a segment without one builds nothing (sidecars that exist are still used). For measuring
+/// what the indexes cost ingestion (`bench/ingest --compare-indexes`); not a tuning knob.
+pub const DISABLE_ENV: &str = "DOLMEN_SEGMENT_VALUE_INDEXES";
+
+/// Whether segment writers build value indexes ([`DISABLE_ENV`]).
+pub fn enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var(DISABLE_ENV).map_or(true, |v| v != "false"))
+}
+
+/// The sidecar path of the segment file at `segment_file` (its name plus [`SIDECAR_SUFFIX`]).
+pub fn sidecar_path(segment_file: &Path) -> PathBuf {
+    let mut name = segment_file.as_os_str().to_os_string();
+    name.push(SIDECAR_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// The deep storage key of the sidecar of the segment file stored at `key`.
+pub fn sidecar_key(key: &str) -> String {
+    format!("{key}{SIDECAR_SUFFIX}")
+}
+
+/// The columns of `schema` that get a value index: top-level UTF-8 columns other than
+/// `__time` and nested JSON (`COMPLEX<json>` is stored as JSON text).
+pub fn indexed_columns(schema: &Schema) -> Vec<usize> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| {
+            matches!(
+                f.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) && f.name() != TIME_COLUMN
+                && !f.metadata().contains_key(COMPLEX_METADATA_KEY)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The value index of one column of one segment file.
+#[derive(Debug, Clone)]
+pub struct ColumnValueIndex {
+    /// Column name.
+    pub column: String,
+    /// Distinct non-null values, sorted ascending (byte order); empty when `hashed`.
+    pub values: StringArray,
+    /// One code per row: the position of the row's value in `values`, or [`NULL_CODE`]; when
+    /// `hashed`, the row value's [`value_hash`] (or [`NULL_CODE`]).
+    pub codes: UInt32Array,
+    /// A hash index (near-unique columns): `codes` are value hashes, so an equality filter
+    /// finds candidate rows (a superset: hashes collide), which the query still filters.
+    pub hashed: bool,
+}
+
+/// Field metadata key marking a sidecar column as a hash index (value `hash`).
+pub const INDEX_KIND_METADATA_KEY: &str = "dolmen.index";
+
+/// The 32-bit hash of a value in a hash index: the low 32 bits of xxHash64 (seed 0) of its
+/// UTF-8 bytes, with `u32::MAX` (which is [`NULL_CODE`]) folded to `u32::MAX - 1`. Stored in
+/// sidecars: never change it without a sidecar format change.
+pub fn value_hash(value: &str) -> u32 {
+    let h = twox_hash::XxHash64::oneshot(0, value.as_bytes()) as u32;
+    if h == NULL_CODE { NULL_CODE - 1 } else { h }
+}
+
+/// Builds the value indexes of a segment file from its batches, in file order.
+pub struct ValueIndexBuilder {
+    rows: usize,
+    columns: Vec<ColumnBuilder>,
+}
+
+/// Most bytes of distinct values one column's index may hold per segment file. A column past
+/// it (near-unique values: session ids, long free text) gets no index: the builder's memory
+/// stays bounded whatever the segment size (ingestion's `maxBytesInMemory` bounds the rows it
+/// holds, and an index holding every distinct value would not be), and queries read such a
+/// column's file whole, as they do without an index. 8 MiB keeps e.g. 400k distinct 20-byte
+/// page titles per segment.
+pub const MAX_INDEX_VALUE_BYTES: usize = 8 << 20;
+
+/// Rows after which a column whose values have so far nearly all been distinct (at least
+/// [`NEAR_UNIQUE_EARLY_PERCENT`] percent) stops being indexed for this file.
+pub const NEAR_UNIQUE_EARLY_ROWS: usize = 16 * 1024;
+
+/// See [`NEAR_UNIQUE_EARLY_ROWS`].
+pub const NEAR_UNIQUE_EARLY_PERCENT: usize = 90;
+
+/// Smallest file (rows) to which the near-unique rule applies: below it every column is indexed.
+pub const NEAR_UNIQUE_MIN_ROWS: usize = 1024;
+
+/// How often (rows) [`ValueIndexBuilder::push`] checks a column against the limits above.
+const CHECK_ROWS: usize = 4096;
+
+/// The index of one column being built: interned values (`builder`) until the column turns
+/// out near-unique or outgrows [`MAX_INDEX_VALUE_BYTES`], value hashes (`hashes`) from then on.
+struct ColumnBuilder {
+    position: usize,
+    name: String,
+    builder: Option<StringDictionaryBuilder<UInt32Type>>,
+    hashes: Option<Vec<u32>>,
+    distinct: usize,
+    value_bytes: usize,
+}
+
+impl std::fmt::Debug for ValueIndexBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueIndexBuilder")
+            .field("rows", &self.rows)
+            .field(
+                "columns",
+                &self.columns.iter().map(|c| &c.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl ValueIndexBuilder {
+    /// A builder for files of `schema` (indexes [`indexed_columns`]).
+    pub fn new(schema: &Schema) -> ValueIndexBuilder {
+        ValueIndexBuilder {
+            rows: 0,
+            columns: indexed_columns(schema)
+                .into_iter()
+                .map(|i| ColumnBuilder {
+                    position: i,
+                    name: schema.field(i).name().clone(),
+                    builder: Some(StringDictionaryBuilder::new()),
+                    hashes: None,
+                    distinct: 0,
+                    value_bytes: 0,
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds the rows of `batch` (same schema as the builder's). Runs of equal values (sorted
+    /// segments have many) are interned once per run.
+    ///
+    /// # Errors
+    /// More than `u32::MAX` distinct values in a column, or a column that cannot be read as
+    /// UTF-8.
+    pub fn push(&mut self, batch: &RecordBatch) -> Result<(), ArrowError> {
+        let before = self.rows;
+        self.rows += batch.num_rows();
+        for c in &mut self.columns {
+            let column = batch.column(c.position);
+            let column = match column.data_type() {
+                DataType::Utf8 => Arc::clone(column),
+                _ => arrow::compute::cast(column, &DataType::Utf8)?,
+            };
+            c.push(column.as_string::<i32>(), before)?;
+        }
+        Ok(())
+    }
+}
+
+impl ColumnBuilder {
+    /// Indexes `strings`, the rows after the file's first `before`: interned while the column
+    /// repeats its values, hashed once it shows near-unique or passes
+    /// [`MAX_INDEX_VALUE_BYTES`] (checked every [`CHECK_ROWS`] rows, so a large batch of a
+    /// near-unique column is not interned whole for nothing).
+    fn push(&mut self, strings: &StringArray, before: usize) -> Result<(), ArrowError> {
+        let mut at = 0;
+        if let Some(builder) = self.builder.as_mut() {
+            let mut next_check = CHECK_ROWS;
+            let mut switch = false;
+            while at < strings.len() {
+                let value = strings.is_valid(at).then(|| strings.value(at));
+                let mut end = at + 1;
+                while end < strings.len()
+                    && strings.is_valid(end) == value.is_some()
+                    && value.is_none_or(|v| strings.value(end) == v)
+                {
+                    end += 1;
+                }
+                match value {
+                    Some(v) => {
+                        let key = builder.append_n(v, end - at)?;
+                        if key as usize == self.distinct {
+                            self.distinct += 1;
+                            self.value_bytes += v.len();
+                        }
+                    }
+                    None => builder.append_nulls(end - at),
+                }
+                at = end;
+                if at >= next_check || at == strings.len() {
+                    next_check = at + CHECK_ROWS;
+                    let rows = before + at;
+                    // Near-unique so far (ids, titles), or too many value bytes to keep: the
+                    // interned index would be the column itself.
+                    if self.value_bytes > MAX_INDEX_VALUE_BYTES
+                        || (rows >= NEAR_UNIQUE_EARLY_ROWS
+                            && self.distinct * 100 >= rows * NEAR_UNIQUE_EARLY_PERCENT)
+                    {
+                        switch = true;
+                        break;
+                    }
+                }
+            }
+            if !switch {
+                return Ok(());
+            }
+            self.switch_to_hashes();
+        }
+        if let Some(hashes) = self.hashes.as_mut() {
+            hashes.extend((at..strings.len()).map(|i| {
+                if strings.is_valid(i) {
+                    value_hash(strings.value(i))
+                } else {
+                    NULL_CODE
+                }
+            }));
+        }
+        Ok(())
+    }
+
+    /// Replaces the interned values by the hashes of the rows interned so far.
+    fn switch_to_hashes(&mut self) {
+        let Some(mut builder) = self.builder.take() else {
+            return;
+        };
+        let dict = builder.finish();
+        let values = dict.values().as_string::<i32>();
+        let value_hashes: Vec<u32> = (0..values.len())
+            .map(|i| value_hash(values.value(i)))
+            .collect();
+        let keys = dict.keys();
+        let mut hashes = Vec::with_capacity(keys.len().max(CHECK_ROWS) * 2);
+        hashes.extend(
+            keys.iter()
+                .map(|k| k.map_or(NULL_CODE, |k| value_hashes[k as usize])),
+        );
+        self.hashes = Some(hashes);
+    }
+
+    /// The finished index of a file of `rows` rows.
+    fn finish(mut self, rows: usize) -> ColumnValueIndex {
+        if rows >= NEAR_UNIQUE_MIN_ROWS && self.distinct * 2 > rows {
+            self.switch_to_hashes();
+        }
+        if let Some(hashes) = self.hashes {
+            return ColumnValueIndex {
+                column: self.name,
+                values: StringArray::from(Vec::<&str>::new()),
+                codes: hashes.into(),
+                hashed: true,
+            };
+        }
+        let mut builder = self.builder.unwrap_or_default();
+        let dict = builder.finish();
+        let (values, codes) = sorted(dict.values().as_string::<i32>(), dict.keys());
+        ColumnValueIndex {
+            column: self.name,
+            values,
+            codes,
+            hashed: false,
+        }
+    }
+}
+
+impl ValueIndexBuilder {
+    /// The finished indexes: values sorted, or hashed for near-unique columns (in a file of at
+    /// least [`NEAR_UNIQUE_MIN_ROWS`] rows, more distinct values than half the rows, or
+    /// [`NEAR_UNIQUE_EARLY_PERCENT`] of the first [`NEAR_UNIQUE_EARLY_ROWS`]) and columns past
+    /// [`MAX_INDEX_VALUE_BYTES`].
+    ///
+    /// Why hashes for near-unique columns: their sorted index would be as large as the column,
+    /// and interning and sorting their values was most of what building indexes cost ingestion
+    /// (issue 25 measured +55% on a load whose page titles were near-unique per segment). A
+    /// hash per row costs a few nanoseconds and no memory per distinct value, and still takes
+    /// an equality filter (a needle: one id, one title) straight to its rows. It answers no
+    /// distinct count and no range: those read the column.
+    pub fn finish(self) -> Vec<ColumnValueIndex> {
+        let rows = self.rows;
+        self.columns.into_iter().map(|c| c.finish(rows)).collect()
+    }
+
+    /// Finishes the indexes and writes them to `path` atomically (a temporary file, `fsync`,
+    /// rename).
+    ///
+    /// # Errors
+    /// On encoding or I/O failure (no file is left at `path`).
+    pub fn write(self, path: &Path) -> Result<(), SegmentFileError> {
+        let rows = self.rows;
+        write_sidecar(path, rows, &self.finish())
+    }
+}
+
+/// Distinct values sorted and codes renumbered to follow them; null keys become [`NULL_CODE`].
+fn sorted(values: &StringArray, keys: &UInt32Array) -> (StringArray, UInt32Array) {
+    let mut order: Vec<u32> = (0..values.len() as u32).collect();
+    order.sort_unstable_by(|a, b| values.value(*a as usize).cmp(values.value(*b as usize)));
+    let mut remap = vec![0u32; values.len()];
+    for (new, old) in order.iter().enumerate() {
+        // `new` < number of values, which is a u32 key space.
+        remap[*old as usize] = new as u32;
+    }
+    let sorted_values =
+        StringArray::from_iter_values(order.iter().map(|i| values.value(*i as usize)));
+    let codes: UInt32Array = if keys.null_count() == 0 {
+        keys.values()
+            .iter()
+            .map(|k| remap[*k as usize])
+            .collect::<Vec<_>>()
+            .into()
+    } else {
+        keys.iter()
+            .map(|k| k.map_or(NULL_CODE, |k| remap[k as usize]))
+            .collect::<Vec<_>>()
+            .into()
+    };
+    (sorted_values, codes)
+}
+
+/// Writes `indexes` of a `rows`-row segment file as a sidecar at `path`, atomically.
+///
+/// # Errors
+/// On encoding or I/O failure (no file is left at `path`).
+pub fn write_sidecar(
+    path: &Path,
+    rows: usize,
+    indexes: &[ColumnValueIndex],
+) -> Result<(), SegmentFileError> {
+    let display = path.display().to_string();
+    let arrow_err = |e: ArrowError| SegmentFileError::Index {
+        path: display.clone(),
+        message: e.to_string(),
+    };
+    let mut fields = Vec::with_capacity(indexes.len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(indexes.len());
+    for ix in indexes {
+        if ix.hashed {
+            let hashes: UInt32Array = ix
+                .codes
+                .values()
+                .iter()
+                .map(|c| (*c != NULL_CODE).then_some(*c))
+                .collect();
+            columns.push(Arc::new(hashes));
+            fields.push(
+                Field::new(&ix.column, DataType::UInt32, true).with_metadata(
+                    [(INDEX_KIND_METADATA_KEY.to_string(), "hash".to_string())].into(),
+                ),
+            );
+            continue;
+        }
+        // Smallest key type that holds every code: sidecars of low-cardinality columns stay
+        // at one or two bytes per row.
+        let key = match ix.values.len() {
+            n if n <= 1 << 8 => DataType::UInt8,
+            n if n <= 1 << 16 => DataType::UInt16,
+            _ => DataType::UInt32,
+        };
+        let values: ArrayRef = Arc::new(ix.values.clone());
+        let column: ArrayRef = match key {
+            DataType::UInt8 => {
+                Arc::new(narrow_dictionary::<UInt8Type>(&ix.codes, values).map_err(arrow_err)?)
+            }
+            DataType::UInt16 => {
+                Arc::new(narrow_dictionary::<UInt16Type>(&ix.codes, values).map_err(arrow_err)?)
+            }
+            _ => Arc::new(narrow_dictionary::<UInt32Type>(&ix.codes, values).map_err(arrow_err)?),
+        };
+        let ty = DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8));
+        columns.push(column);
+        fields.push(Field::new(&ix.column, ty, true));
+    }
+    let schema = Arc::new(Schema::new_with_metadata(
+        fields,
+        [(ROWS_METADATA_KEY.to_string(), rows.to_string())].into(),
+    ));
+    let batch = RecordBatch::try_new_with_options(
+        Arc::clone(&schema),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+    .map_err(arrow_err)?;
+    let io = |source| SegmentFileError::Io {
+        path: display.clone(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let mut tmp = path.as_os_str().to_os_string();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let written = (|| {
+        let file = std::fs::File::create(&tmp).map_err(io)?;
+        let mut w = arrow::ipc::writer::FileWriter::try_new(file, &schema).map_err(arrow_err)?;
+        w.write(&batch).map_err(arrow_err)?;
+        w.finish().map_err(arrow_err)?;
+        // Not synced: a sidecar is derived data. After a crash the segment file (synced) is
+        // the truth; a sidecar lost or torn with it fails to decode ([`decode_sidecar`] checks
+        // every column against the row count) and is built again from the segment file. One
+        // `fsync` per segment file less on the ingestion path.
+        drop(w.into_inner().map_err(arrow_err)?);
+        std::fs::rename(&tmp, path).map_err(io)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// A dictionary array with `K` keys over `values` from codes ([`NULL_CODE`] for null rows).
+fn narrow_dictionary<K>(
+    codes: &UInt32Array,
+    values: ArrayRef,
+) -> Result<arrow::array::DictionaryArray<K>, ArrowError>
+where
+    K: arrow::datatypes::ArrowDictionaryKeyType,
+    K::Native: TryFrom<u32>,
+{
+    let narrow = |c: u32| K::Native::try_from(c).ok();
+    let keys: arrow::array::PrimitiveArray<K> = if codes.values().contains(&NULL_CODE) {
+        codes
+            .values()
+            .iter()
+            .map(|c| if *c == NULL_CODE { None } else { narrow(*c) })
+            .collect()
+    } else {
+        // Every code is below the value count, which picked `K`: none fails to narrow.
+        arrow::array::PrimitiveArray::<K>::from_iter_values(
+            codes.values().iter().filter_map(|c| narrow(*c)),
+        )
+    };
+    arrow::array::DictionaryArray::<K>::try_new(keys, values)
+}
+
+/// Reads a sidecar file.
+///
+/// # Errors
+/// On I/O failure or a file that is not a sidecar.
+pub fn read_sidecar(path: &Path) -> Result<(usize, Vec<ColumnValueIndex>), SegmentFileError> {
+    let bytes = std::fs::read(path).map_err(|source| SegmentFileError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    decode_sidecar(&bytes, &path.display().to_string())
+}
+
+/// Decodes the bytes of a sidecar (read from a file or an object store); `name` names it in
+/// errors. Returns the segment file's row count and the indexes.
+///
+/// # Errors
+/// When the bytes are not a sidecar.
+pub fn decode_sidecar(
+    bytes: &[u8],
+    name: &str,
+) -> Result<(usize, Vec<ColumnValueIndex>), SegmentFileError> {
+    let bad = |message: String| SegmentFileError::Index {
+        path: name.to_string(),
+        message,
+    };
+    let cursor = std::io::Cursor::new(bytes);
+    let mut reader =
+        arrow::ipc::reader::FileReader::try_new(cursor, None).map_err(|e| bad(e.to_string()))?;
+    let rows: usize = reader
+        .schema()
+        .metadata()
+        .get(ROWS_METADATA_KEY)
+        .and_then(|r| r.parse().ok())
+        .ok_or_else(|| bad(format!("no {ROWS_METADATA_KEY}")))?;
+    let Some(batch) = reader.next() else {
+        return Ok((rows, Vec::new()));
+    };
+    let batch = batch.map_err(|e| bad(e.to_string()))?;
+    let target = DataType::Dictionary(Box::new(DataType::UInt32), Box::new(DataType::Utf8));
+    let mut out = Vec::with_capacity(batch.num_columns());
+    if batch.num_rows() != rows {
+        return Err(bad(format!(
+            "{} codes for {rows} rows (a torn sidecar)",
+            batch.num_rows()
+        )));
+    }
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        if field
+            .metadata()
+            .get(INDEX_KIND_METADATA_KEY)
+            .map(String::as_str)
+            == Some("hash")
+        {
+            let hashes = column
+                .as_primitive_opt::<UInt32Type>()
+                .ok_or_else(|| bad(format!("hash index [{}] is not UInt32", field.name())))?;
+            out.push(ColumnValueIndex {
+                column: field.name().clone(),
+                values: StringArray::from(Vec::<&str>::new()),
+                codes: hashes
+                    .iter()
+                    .map(|h| h.unwrap_or(NULL_CODE))
+                    .collect::<Vec<_>>()
+                    .into(),
+                hashed: true,
+            });
+            continue;
+        }
+        let dict = arrow::compute::cast(column, &target).map_err(|e| bad(e.to_string()))?;
+        let dict = dict.as_dictionary::<UInt32Type>();
+        let values = dict.values().as_string::<i32>().clone();
+        let codes: UInt32Array = if dict.keys().null_count() == 0 {
+            dict.keys().clone()
+        } else {
+            dict.keys()
+                .iter()
+                .map(|k| k.unwrap_or(NULL_CODE))
+                .collect::<Vec<_>>()
+                .into()
+        };
+        out.push(ColumnValueIndex {
+            column: field.name().clone(),
+            values,
+            codes,
+            hashed: false,
+        });
+    }
+    Ok((rows, out))
+}
+
+/// Builds the sidecar of the existing segment file at `segment_file` (one read of its string
+/// columns) and writes it at [`sidecar_path`]. For segments written before sidecars existed.
+///
+/// # Errors
+/// On a Parquet, encoding or I/O failure.
+pub fn build_sidecar(segment_file: &Path) -> Result<(), SegmentFileError> {
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let display = segment_file.display().to_string();
+    let parquet_err = |source| SegmentFileError::Parquet {
+        path: display.clone(),
+        source,
+    };
+    let file = std::fs::File::open(segment_file).map_err(|source| SegmentFileError::Io {
+        path: display.clone(),
+        source,
+    })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
+    let columns = indexed_columns(builder.schema());
+    let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
+    let projected = builder
+        .schema()
+        .project(&columns)
+        .map_err(|e| SegmentFileError::Index {
+            path: display.clone(),
+            message: e.to_string(),
+        })?;
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(65_536)
+        .build()
+        .map_err(parquet_err)?;
+    let mut index = ValueIndexBuilder::new(&projected);
+    for batch in reader {
+        let batch = batch.map_err(|e| SegmentFileError::Index {
+            path: display.clone(),
+            message: e.to_string(),
+        })?;
+        index.push(&batch).map_err(|e| SegmentFileError::Index {
+            path: display.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    index.write(&sidecar_path(segment_file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+
+    fn batch(pages: Vec<Option<&str>>) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("page", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, false),
+            Field::new("doc", DataType::Utf8, true)
+                .with_metadata([(COMPLEX_METADATA_KEY.to_string(), "json".to_string())].into()),
+        ]));
+        let n = pages.len() as i64;
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(pages)),
+                Arc::new(Int64Array::from_iter_values(0..n)),
+                Arc::new(StringArray::from(vec![Some("{}"); n as usize])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn builds_sorted_values_and_codes_across_batches() {
+        let b1 = batch(vec![Some("b"), Some("b"), None, Some("a")]);
+        let b2 = batch(vec![Some("c"), Some("a"), None, None]);
+        let mut builder = ValueIndexBuilder::new(&b1.schema());
+        builder.push(&b1).unwrap();
+        builder.push(&b2).unwrap();
+        let indexes = builder.finish();
+        assert_eq!(indexes.len(), 1, "only the plain string column");
+        let ix = &indexes[0];
+        assert_eq!(ix.column, "page");
+        assert_eq!(ix.values, StringArray::from(vec!["a", "b", "c"]));
+        let n = NULL_CODE;
+        assert_eq!(ix.codes.values().to_vec(), vec![1, 1, n, 0, 2, 0, n, n]);
+    }
+
+    #[test]
+    fn columns_past_the_value_byte_limit_get_a_hash_index() {
+        let long: Vec<String> = (0..2_000).map(|i| format!("{i:0>5000}")).collect();
+        let mut pages: Vec<Option<&str>> = long.iter().map(|s| Some(s.as_str())).collect();
+        pages[3] = None;
+        let b = batch(pages.clone());
+        let mut builder = ValueIndexBuilder::new(&b.schema());
+        builder.push(&b).unwrap();
+        assert!(
+            builder.columns[0].builder.is_none(),
+            "10 MB of distinct values are not kept"
+        );
+        let indexes = builder.finish();
+        let ix = &indexes[0];
+        assert!(ix.hashed);
+        assert!(ix.values.is_empty());
+        let want: Vec<u32> = pages
+            .iter()
+            .map(|p| p.map_or(NULL_CODE, value_hash))
+            .collect();
+        assert_eq!(ix.codes.values().to_vec(), want);
+
+        // Round trip through a sidecar.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.indexes.arrow");
+        write_sidecar(&path, 2_000, &indexes).unwrap();
+        let (rows, read) = read_sidecar(&path).unwrap();
+        assert_eq!(rows, 2_000);
+        assert!(read[0].hashed);
+        assert_eq!(read[0].codes.values().to_vec(), want);
+    }
+
+    #[test]
+    fn value_hash_is_stable() {
+        // Stored in sidecars: these values must never change.
+        assert_eq!(value_hash(""), twox_hash::XxHash64::oneshot(0, b"") as u32);
+        assert_eq!(value_hash("page-1234"), value_hash("page-1234"));
+        assert_ne!(value_hash("page-1234"), value_hash("page-1235"));
+        assert_ne!(value_hash("a"), NULL_CODE);
+    }
+
+    #[test]
+    fn columns_whose_values_barely_repeat_get_a_hash_index() {
+        let hashed = |distinct: usize, rows: usize| {
+            let names: Vec<String> = (0..rows).map(|i| format!("v{}", i % distinct)).collect();
+            let b = batch(names.iter().map(|s| Some(s.as_str())).collect());
+            let mut builder = ValueIndexBuilder::new(&b.schema());
+            builder.push(&b).unwrap();
+            let ix = builder.finish().remove(0);
+            assert_eq!(ix.codes.len(), rows);
+            if ix.hashed {
+                assert_eq!(ix.codes.value(7), value_hash(&names[7]));
+            }
+            ix.hashed
+        };
+        // More distinct values than half the rows: hashed; exactly half: sorted values.
+        assert!(hashed(3_000, 4_000));
+        assert!(!hashed(2_000, 4_000));
+        // Small files keep sorted values.
+        assert!(!hashed(1_000, 1_000));
+
+        // Nearly all distinct after 16k rows: dropped while pushing (no more interning).
+        let names: Vec<String> = (0..8_192).map(|i| format!("u{i}")).collect();
+        let mut builder = ValueIndexBuilder::new(&batch(vec![Some("x")]).schema());
+        for round in 0..3 {
+            let b = batch(
+                names
+                    .iter()
+                    .map(|s| Some(format!("{round}{s}")))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(|s| s.as_deref())
+                    .collect(),
+            );
+            builder.push(&b).unwrap();
+            assert_eq!(
+                builder.columns[0].builder.is_none(),
+                round >= 1,
+                "round {round}"
+            );
+        }
+        // Hashes of every row, the interned ones included.
+        let ix = builder.finish().remove(0);
+        assert!(ix.hashed);
+        assert_eq!(ix.codes.len(), 3 * 8_192);
+        assert_eq!(ix.codes.value(5), value_hash(&format!("0{}", names[5])));
+        assert_eq!(
+            ix.codes.value(8_192 * 2 + 9),
+            value_hash(&format!("2{}", names[9]))
+        );
+    }
+
+    #[test]
+    fn a_torn_sidecar_does_not_decode() {
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (0..600).map(|i| format!("v{}", i % 30)).collect();
+        let b = batch(names.iter().map(|s| Some(s.as_str())).collect());
+        let mut builder = ValueIndexBuilder::new(&b.schema());
+        builder.push(&b).unwrap();
+        let path = dir.path().join("index.parquet.indexes.arrow");
+        builder.write(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        for cut in [0, 8, bytes.len() / 2, bytes.len() - 1] {
+            assert!(
+                decode_sidecar(&bytes[..cut], "torn").is_err(),
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(decode_sidecar(&bytes, "whole").unwrap().0, 600);
+    }
+
+    #[test]
+    fn sidecar_round_trip_and_key_widths() {
+        let dir = tempfile::tempdir().unwrap();
+        // 300 distinct values: two-byte keys.
+        let names: Vec<String> = (0..600).map(|i| format!("v{:03}", i % 300)).collect();
+        let mut pages: Vec<Option<&str>> = names.iter().map(|s| Some(s.as_str())).collect();
+        pages[7] = None;
+        let b = batch(pages.clone());
+        let mut builder = ValueIndexBuilder::new(&b.schema());
+        builder.push(&b).unwrap();
+        let path = sidecar_path(&dir.path().join("index.parquet"));
+        assert!(path.ends_with("index.parquet.indexes.arrow"));
+        builder.write(&path).unwrap();
+        let (rows, read) = read_sidecar(&path).unwrap();
+        assert_eq!(rows, 600);
+        let ix = &read[0];
+        assert_eq!(ix.values.len(), 300);
+        for (row, want) in pages.iter().enumerate() {
+            let code = ix.codes.value(row);
+            match want {
+                None => assert_eq!(code, NULL_CODE),
+                Some(v) => assert_eq!(ix.values.value(code as usize), *v),
+            }
+        }
+        // No string column: still a sidecar, with the row count.
+        let empty = dir.path().join("e.indexes.arrow");
+        write_sidecar(&empty, 5, &[]).unwrap();
+        let (rows, read) = read_sidecar(&empty).unwrap();
+        assert_eq!((rows, read.len()), (5, 0));
+        assert!(read_sidecar(&dir.path().join("missing")).is_err());
+        std::fs::write(dir.path().join("junk"), b"junk").unwrap();
+        assert!(read_sidecar(&dir.path().join("junk")).is_err());
+    }
+}
