@@ -241,18 +241,13 @@ mod tests {
     use dolmen_common::Interval;
     use dolmen_segment::{LoadSpec, ShardSpec};
 
-    #[tokio::test]
-    async fn loads_once_and_drops() {
-        let dir = tempfile::tempdir().unwrap();
-        let deep = DeepStorage::local(&dir.path().join("deep")).unwrap();
-        let src = dir.path().join("f");
-        std::fs::write(&src, b"hello").unwrap();
-        let spec = deep.push(&src, "ds/x/t/0/index.parquet").await.unwrap();
-        let seg = DataSegment {
-            data_source: "../ds".into(),
+    /// Segment `id1` of `data_source` (one day, partition 0 of 1) whose file holds 5 bytes.
+    fn five_byte_segment(data_source: &str, load_spec: LoadSpec) -> DataSegment {
+        DataSegment {
+            data_source: data_source.into(),
             interval: Interval::parse("2015-09-12/2015-09-13").unwrap(),
             version: "v1".into(),
-            load_spec: spec,
+            load_spec,
             dimensions: String::new(),
             metrics: String::new(),
             shard_spec: ShardSpec::Numbered {
@@ -265,7 +260,17 @@ mod tests {
             columns: vec![],
             last_compaction_state: None,
             identifier: "id1".into(),
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn loads_once_and_drops() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = DeepStorage::local(&dir.path().join("deep")).unwrap();
+        let src = dir.path().join("f");
+        std::fs::write(&src, b"hello").unwrap();
+        let spec = deep.push(&src, "ds/x/t/0/index.parquet").await.unwrap();
+        let seg = five_byte_segment("../ds", spec);
         let cache = SegmentCache::new(&dir.path().join("cache"), deep).unwrap();
         let p = cache.ensure_loaded(&seg).await.unwrap();
         assert!(p.starts_with(dir.path().join("cache")));
@@ -299,24 +304,7 @@ mod tests {
         };
         let stored_sidecar = sidecar_path(Path::new(stored));
         assert_eq!(std::fs::read(&stored_sidecar).unwrap(), b"indexes");
-        let seg = DataSegment {
-            data_source: "ds".into(),
-            interval: Interval::parse("2015-09-12/2015-09-13").unwrap(),
-            version: "v1".into(),
-            load_spec: spec.clone(),
-            dimensions: String::new(),
-            metrics: String::new(),
-            shard_spec: ShardSpec::Numbered {
-                partition_num: 0,
-                partitions: 1,
-            },
-            binary_version: 9,
-            size: 5,
-            num_rows: 1,
-            columns: vec![],
-            last_compaction_state: None,
-            identifier: "id1".into(),
-        };
+        let seg = five_byte_segment("ds", spec.clone());
         let cache = SegmentCache::new(&dir.path().join("cache"), deep.clone()).unwrap();
         let p = cache.ensure_loaded(&seg).await.unwrap();
         assert_eq!(std::fs::read(sidecar_path(&p)).unwrap(), b"indexes");
