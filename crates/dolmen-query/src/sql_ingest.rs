@@ -404,6 +404,7 @@ impl IngestShape {
                 // A SQL aggregate's combining form is not recorded (compaction with rollup
                 // needs its metricsSpec).
                 aggregator: None,
+                nested: Vec::new(),
             });
             columns.push((col, f.data_type().clone()));
         }
