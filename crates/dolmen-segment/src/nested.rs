@@ -507,7 +507,8 @@ pub fn shred_file(path: &Path, props: &WriterProperties) -> Result<NestedLayout,
         .filter_map(|(i, name)| layout.get(name).map(|l| (*i, Shredder::new(l.clone()))))
         .collect();
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    for (name, paths) in &layout {
+    // In the order of `shredders` (the file's), which is how the batches get them.
+    for (name, paths) in columns.iter().filter_map(|(_, n)| layout.get_key_value(n)) {
         for p in paths {
             fields.push(
                 Field::new(nested_column_name(name, &p.path), p.arrow_type(), true).with_metadata(

@@ -292,3 +292,45 @@ fn writer_shreds_json_columns() {
     let (_, layout) = w.finish_with_layout().unwrap();
     assert!(layout.is_empty());
 }
+
+/// Two JSON columns, the first named after the second in name order: the sub-columns follow
+/// the file's column order.
+#[test]
+fn several_json_columns() {
+    let schema = SegmentSchema {
+        columns: vec![
+            SegmentColumn::new("zeta", ColumnType::Json, ColumnKind::Dimension),
+            SegmentColumn::new("alpha", ColumnType::Json, ColumnKind::Dimension),
+        ],
+    };
+    let arrow_schema = schema.arrow_schema();
+    let batch = RecordBatch::try_new(
+        Arc::clone(&arrow_schema),
+        vec![
+            Arc::new(TimestampMillisecondArray::from(vec![1])),
+            Arc::new(StringArray::from(vec![r#"{"z":1.5}"#])),
+            Arc::new(StringArray::from(vec![r#"{"a":"x"}"#])),
+        ],
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("index.parquet");
+    let mut w =
+        SegmentFileWriter::create(&file, arrow_schema, crate::file::compression_for(None)).unwrap();
+    w.write(&batch).unwrap();
+    let (_, layout) = w.finish_with_layout().unwrap();
+    assert_eq!(layout.len(), 2);
+    let b = ParquetRecordBatchReaderBuilder::try_new(File::open(&file).unwrap())
+        .unwrap()
+        .build()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.schema().field(3).name(), "__dolmen_nested:zeta/z");
+    assert_eq!(
+        b.column(3).as_any().downcast_ref::<Float64Array>().unwrap(),
+        &Float64Array::from(vec![1.5])
+    );
+    assert_eq!(b.schema().field(4).name(), "__dolmen_nested:alpha/a");
+}
