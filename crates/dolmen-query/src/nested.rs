@@ -24,7 +24,9 @@
 //! output schema is their input's, so the sub-column passes through them): the scan's table
 //! gains the sub-column in its schema ([`DatasourceTable::with_nested_column`]; `SELECT *` was
 //! expanded before, so it never shows), and the expression becomes a reference to it, aliased
-//! to the name it had. DataFusion's optimizer then pushes filters on it into the scan, where
+//! to the name it had (an aggregate's group keys are not aliased, so that grouping by the
+//! sub-column is grouping by a scan column, which [`crate::dictionary`] aggregates by dictionary
+//! id; a projection above the aggregate restores its output names). DataFusion's optimizer then pushes filters on it into the scan, where
 //! they prune row groups and pages by the sub-column's statistics and, for string equalities,
 //! use its value index ([`crate::index`]) as for any string column.
 
@@ -130,21 +132,46 @@ fn rewrite_node(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     if subs.is_empty() {
         return Ok(Transformed::no(node));
     }
+    // Group keys are not aliased: an aggregate grouping by a bare scan column is one the
+    // dictionary aggregation (crate::dictionary) recognises. A projection above restores the
+    // aggregate's output names instead.
+    let groups = match &node {
+        LogicalPlan::Aggregate(a) => a.group_expr.len(),
+        _ => 0,
+    };
     let preserver = NamePreserver::new(&node);
     let exprs = node
         .expressions()
         .into_iter()
-        .map(|e| {
+        .enumerate()
+        .map(|(i, e)| {
             let saved = preserver.save(&e);
             let out = e.transform_down(|x| replace(x, &subs))?;
-            Ok(if out.transformed {
+            Ok(if out.transformed && i >= groups {
                 saved.restore(out.data)
             } else {
                 out.data
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Transformed::yes(node.with_new_exprs(exprs, vec![input])?))
+    let rewritten = node.with_new_exprs(exprs, vec![input])?;
+    if groups == 0 {
+        return Ok(Transformed::yes(rewritten));
+    }
+    let names: Vec<Expr> = node
+        .schema()
+        .iter()
+        .zip(rewritten.schema().iter())
+        .map(|((qualifier, field), (new_qualifier, new_field))| {
+            Expr::Column(Column::new(new_qualifier.cloned(), new_field.name()))
+                .alias_qualified(qualifier.cloned(), field.name())
+        })
+        .collect();
+    Ok(Transformed::yes(
+        LogicalPlanBuilder::from(rewritten)
+            .project(names)?
+            .build()?,
+    ))
 }
 
 /// The sub-column read in place of `e`, if `e` is a call (or a cast of one) that it answers.

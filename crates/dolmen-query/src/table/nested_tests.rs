@@ -226,6 +226,14 @@ async fn plans_read_sub_columns_only_where_every_segment_has_them() {
             "{q}: {p}"
         );
     }
+    // Grouping by a string sub-column is grouping by a scan column: by dictionary id, as for a
+    // plain string dimension (crate::dictionary).
+    let p = plan(
+        &f,
+        "SELECT JSON_VALUE(j, '$.a') AS a, COUNT(*) AS c FROM shredded GROUP BY 1 ORDER BY 2 DESC",
+    )
+    .await;
+    assert!(p.contains("DictionaryGroupAggregateExec"), "{p}");
     // The hidden columns never show in the table's columns.
     let star = f.query("SELECT * FROM shredded LIMIT 1").await.unwrap();
     assert_eq!(star[0].len(), 2);
