@@ -405,6 +405,7 @@ impl IngestShape {
                 // needs its metricsSpec).
                 aggregator: None,
                 nested: Vec::new(),
+                nested_complete: false,
             });
             columns.push((col, f.data_type().clone()));
         }

@@ -256,9 +256,11 @@ impl DatasourceTable {
     /// segment and hydrant holding `column` stores it ([`dolmen_segment::nested`]), with the
     /// type they agree on: `Int64` and `Utf8` files read as `Utf8` (Arrow's cast writes an
     /// integer's digits, its `JSON_VALUE` text), `Int64` and `Float64` as `Float64` (then only
-    /// numeric reads may use it). `None` when one of them stores the column as another type
-    /// or did not shred the path (written before shredding, with it off, past the path cap,
-    /// or the path holds nothing there), or none holds the column.
+    /// numeric reads may use it). A file whose column lists all its paths
+    /// (`nested_complete`) and not this one has no value there: its rows read as nulls, as
+    /// `JSON_VALUE` gives. `None` when one of them stores the column as another type or left
+    /// the path to the text (written before shredding, with it off, past the path cap, doubles
+    /// mixed with text), or no file holds the path.
     pub fn nested_sub_column(&self, column: &str, path: &[String]) -> Option<NestedSubColumn> {
         let segments = self
             .all_used
@@ -274,7 +276,12 @@ impl DatasourceTable {
             if c.ty != dolmen_segment::ColumnType::Json {
                 return None;
             }
-            let p = c.nested.iter().find(|p| p.path == path)?;
+            let Some(p) = c.nested.iter().find(|p| p.path == path) else {
+                if c.nested_complete {
+                    continue;
+                }
+                return None;
+            };
             found = Some(match found {
                 None => (p.ty, p.integers),
                 Some(prev) => unify_nested_types(prev, (p.ty, p.integers))?,

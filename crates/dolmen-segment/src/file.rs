@@ -239,6 +239,14 @@ pub struct SegmentColumn {
     /// columns and for files written without them.
     #[serde(default, rename = "nestedPaths", skip_serializing_if = "Vec::is_empty")]
     pub nested: Vec<crate::nested::NestedPath>,
+    /// For a `COMPLEX<json>` column: [`Self::nested`] lists every path of the file's values
+    /// ([`crate::nested::NestedColumn::complete`]), so a path it lacks is null in every row.
+    #[serde(
+        default,
+        rename = "nestedComplete",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub nested_complete: bool,
 }
 
 impl SegmentColumn {
@@ -251,6 +259,7 @@ impl SegmentColumn {
             multi_value: false,
             aggregator: None,
             nested: Vec::new(),
+            nested_complete: false,
         }
     }
 
@@ -336,7 +345,9 @@ impl SegmentSchema {
     /// ([`SegmentColumn::nested`]), as [`SegmentFileWriter::finish_with_layout`] reports them.
     pub fn with_nested_layout(mut self, layout: &crate::nested::NestedLayout) -> SegmentSchema {
         for c in &mut self.columns {
-            c.nested = layout.get(&c.name).cloned().unwrap_or_default();
+            let n = layout.get(&c.name).cloned().unwrap_or_default();
+            c.nested = n.paths;
+            c.nested_complete = n.complete;
         }
         self
     }

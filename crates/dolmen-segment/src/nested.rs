@@ -28,7 +28,8 @@
 //! each field carrying its JSONPath under [`NESTED_PATH_METADATA_KEY`]. The file's key-value
 //! metadata [`NESTED_METADATA_KEY`] holds the [`NestedLayout`] as JSON, and the segment payload
 //! lists each JSON column's paths ([`crate::SegmentColumn::nested`]) so that queries are
-//! planned without opening files. Setting the environment variable [`SHRED_ENV`] to `false`
+//! planned without opening files, and whether they are all the paths of the file's values
+//! ([`NestedColumn::complete`]: then a path not listed is null in every row). Setting the environment variable [`SHRED_ENV`] to `false`
 //! turns shredding off (segments are then written as before it existed).
 
 use std::collections::{BTreeMap, HashMap};
@@ -110,8 +111,20 @@ impl NestedPath {
     }
 }
 
-/// The shredded paths of each JSON column of a file, in sub-column order.
-pub type NestedLayout = BTreeMap<String, Vec<NestedPath>>;
+/// The shredded paths of one JSON column of a file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NestedColumn {
+    /// The shredded paths, in sub-column order.
+    pub paths: Vec<NestedPath>,
+    /// Every path holding a primitive in some row of the file is listed (none was left out
+    /// for mixing doubles with text, or past [`MAX_NESTED_PATHS`]): a path not listed is null
+    /// in every row, so its sub-column may be read as all nulls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub complete: bool,
+}
+
+/// The shredded paths of each JSON column of a file.
+pub type NestedLayout = BTreeMap<String, NestedColumn>;
 
 /// Name of the sub-column of JSON column `column` at `path` (object keys): the same in every
 /// file, so that a query reads one column across segments. When the column name and every key
@@ -255,18 +268,31 @@ pub struct PathDiscovery {
     trie: PathTrie,
     /// Per slot: the path and its kinds.
     paths: Vec<(Vec<String>, Kinds)>,
+    /// Some key or path was not followed for the cap.
+    truncated: bool,
 }
 
 impl PathDiscovery {
     /// Records the primitives of one document.
     pub fn add_document(&mut self, doc: &Value) {
         let mut path = Vec::new();
-        discover(doc, &mut self.trie, &mut path, &mut self.paths);
+        let mut d = Discovering {
+            path: &mut path,
+            paths: &mut self.paths,
+            truncated: &mut self.truncated,
+        };
+        d.discover(doc, &mut self.trie);
     }
 
     /// The shredded paths with their types, in discovery order.
     pub fn layout(&self) -> Vec<NestedPath> {
-        self.paths
+        self.column().paths
+    }
+
+    /// The shredded paths and whether they are all the column's.
+    pub fn column(&self) -> NestedColumn {
+        let paths: Vec<NestedPath> = self
+            .paths
             .iter()
             .filter_map(|(path, kinds)| {
                 kinds.decide().map(|(ty, integers)| NestedPath {
@@ -275,45 +301,59 @@ impl PathDiscovery {
                     integers,
                 })
             })
-            .collect()
+            .collect();
+        NestedColumn {
+            complete: !self.truncated && paths.len() == self.paths.len(),
+            paths,
+        }
     }
 }
 
-fn discover(
-    v: &Value,
-    node: &mut PathTrie,
-    path: &mut Vec<String>,
-    paths: &mut Vec<(Vec<String>, Kinds)>,
-) {
-    if let Value::Object(m) = v {
-        for (k, child) in m {
-            // Past the cap, only paths already known are followed.
-            let next = if paths.len() < MAX_NESTED_PATHS {
-                Some(node.children.entry(k.clone()).or_default())
-            } else {
-                node.children.get_mut(k)
-            };
-            if let Some(next) = next {
-                path.push(k.clone());
-                discover(child, next, path, paths);
-                path.pop();
+/// One document's walk in [`PathDiscovery::add_document`].
+struct Discovering<'a> {
+    path: &'a mut Vec<String>,
+    paths: &'a mut Vec<(Vec<String>, Kinds)>,
+    truncated: &'a mut bool,
+}
+
+impl Discovering<'_> {
+    fn discover(&mut self, v: &Value, node: &mut PathTrie) {
+        if let Value::Object(m) = v {
+            for (k, child) in m {
+                // Past the cap, only paths already known are followed.
+                let next = if self.paths.len() < MAX_NESTED_PATHS {
+                    Some(node.children.entry(k.clone()).or_default())
+                } else {
+                    node.children.get_mut(k)
+                };
+                match next {
+                    Some(next) => {
+                        self.path.push(k.clone());
+                        self.discover(child, next);
+                        self.path.pop();
+                    }
+                    None => *self.truncated = true,
+                }
             }
+            return;
         }
-        return;
+        let Some(p) = Primitive::of(v) else {
+            return;
+        };
+        let slot = match node.slot {
+            Some(s) => s,
+            None if self.paths.len() < MAX_NESTED_PATHS => {
+                self.paths.push((self.path.clone(), Kinds::default()));
+                node.slot = Some(self.paths.len() - 1);
+                self.paths.len() - 1
+            }
+            None => {
+                *self.truncated = true;
+                return;
+            }
+        };
+        self.paths[slot].1.add(p);
     }
-    let Some(p) = Primitive::of(v) else {
-        return;
-    };
-    let slot = match node.slot {
-        Some(s) => s,
-        None if paths.len() < MAX_NESTED_PATHS => {
-            paths.push((path.clone(), Kinds::default()));
-            node.slot = Some(paths.len() - 1);
-            paths.len() - 1
-        }
-        None => return,
-    };
-    paths[slot].1.add(p);
 }
 
 /// Builds the sub-columns of one JSON column for a batch (second pass).
@@ -495,21 +535,23 @@ pub fn shred_file(path: &Path, props: &WriterProperties) -> Result<NestedLayout,
     let layout: NestedLayout = columns
         .iter()
         .zip(&discovery)
-        .map(|((_, name), d)| (name.clone(), d.layout()))
-        .filter(|(_, paths)| !paths.is_empty())
+        .map(|((_, name), d)| (name.clone(), d.column()))
         .collect();
-    if layout.is_empty() {
+    if layout.values().all(|c| c.paths.is_empty()) {
         return Ok(layout);
     }
     // Second pass: every column, the sub-columns appended.
     let shredders: Vec<(usize, Shredder)> = columns
         .iter()
-        .filter_map(|(i, name)| layout.get(name).map(|l| (*i, Shredder::new(l.clone()))))
+        .filter_map(|(i, name)| {
+            let paths = &layout.get(name)?.paths;
+            (!paths.is_empty()).then(|| (*i, Shredder::new(paths.clone())))
+        })
         .collect();
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     // In the order of `shredders` (the file's), which is how the batches get them.
-    for (name, paths) in columns.iter().filter_map(|(_, n)| layout.get_key_value(n)) {
-        for p in paths {
+    for (name, c) in columns.iter().filter_map(|(_, n)| layout.get_key_value(n)) {
+        for p in &c.paths {
             fields.push(
                 Field::new(nested_column_name(name, &p.path), p.arrow_type(), true).with_metadata(
                     [(NESTED_PATH_METADATA_KEY.to_string(), p.json_path())]

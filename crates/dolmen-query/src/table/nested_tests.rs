@@ -205,17 +205,18 @@ async fn plans_read_sub_columns_only_where_every_segment_has_them() {
         assert!(!p.contains("__dolmen_nested"), "{t}: {p}");
         assert!(parses_text(&p), "{t}: {p}");
     }
-    // A path one segment lacks ($.t), an array index, and the text of a path that mixes
-    // integers and doubles ($.m) read the text; the numeric reads of $.m use the sub-column.
+    // An array index and the text of a path that mixes integers and doubles ($.m) read the
+    // text; the numeric reads of $.m use the sub-column.
     for q in [
-        "SELECT JSON_VALUE(j, '$.t') FROM shredded",
         "SELECT JSON_VALUE(j, '$.arr[0]') FROM shredded",
         "SELECT JSON_VALUE(j, '$.m') FROM shredded",
     ] {
         let p = plan(&f, q).await;
         assert!(parses_text(&p), "{q}: {p}");
     }
+    // A path the second day lacks ($.t): that day lists all its paths, so its rows are null.
     for q in [
+        "SELECT JSON_VALUE(j, '$.t') FROM shredded",
         "SELECT JSON_VALUE(j, '$.m' RETURNING DOUBLE) FROM shredded",
         "SELECT JSON_VALUE(j, '$.b' RETURNING BIGINT), JSON_VALUE(j, '$.d') FROM shredded",
         "SELECT JSON_VALUE(j, '$.c.d') AS k, COUNT(*) FROM shredded GROUP BY 1",
@@ -234,6 +235,18 @@ async fn plans_read_sub_columns_only_where_every_segment_has_them() {
     )
     .await;
     assert!(p.contains("DictionaryGroupAggregateExec"), "{p}");
+    // A segment that left a path to the text ($.fs mixes doubles and text) and lacks $.t may
+    // hold $.t somewhere it did not list: $.t reads the text there; $.a is still shredded.
+    publish(&f, "incomplete", "2024-01-01", &DAY1, true).await;
+    let mixed = [
+        Some(r#"{"a":"v4","fs":1.5}"#),
+        Some(r#"{"a":"v5","fs":"x"}"#),
+    ];
+    publish(&f, "incomplete", "2024-01-02", &mixed, true).await;
+    let p = plan(&f, "SELECT JSON_VALUE(j, '$.t') FROM incomplete").await;
+    assert!(parses_text(&p), "{p}");
+    let p = plan(&f, "SELECT JSON_VALUE(j, '$.a') FROM incomplete").await;
+    assert!(!parses_text(&p), "{p}");
     // The hidden columns never show in the table's columns.
     let star = f.query("SELECT * FROM shredded LIMIT 1").await.unwrap();
     assert_eq!(star[0].len(), 2);

@@ -135,10 +135,37 @@ fn paths_are_capped_per_column() {
     for i in 0..MAX_NESTED_PATHS + 10 {
         doc.insert(format!("k{i}"), json!(i));
     }
-    let layout = layout_of(&[Value::Object(doc), json!({"late": 1, "k0": 2})]);
-    assert_eq!(layout.len(), MAX_NESTED_PATHS);
-    assert_eq!(layout[0].path, vec!["k0".to_string()]);
-    assert!(layout.iter().all(|p| p.path != vec!["late".to_string()]));
+    let mut d = PathDiscovery::default();
+    d.add_document(&Value::Object(doc));
+    d.add_document(&json!({"late": 1, "k0": 2}));
+    let column = d.column();
+    assert_eq!(column.paths.len(), MAX_NESTED_PATHS);
+    assert_eq!(column.paths[0].path, vec!["k0".to_string()]);
+    assert!(
+        column
+            .paths
+            .iter()
+            .all(|p| p.path != vec!["late".to_string()])
+    );
+    assert!(!column.complete, "paths past the cap are left to the text");
+}
+
+/// A column lists all its paths unless one mixes doubles with text or the cap cut some.
+#[test]
+fn complete_unless_a_path_is_left_to_the_text() {
+    let complete = |docs: &[Value]| {
+        let mut d = PathDiscovery::default();
+        for doc in docs {
+            d.add_document(doc);
+        }
+        d.column().complete
+    };
+    assert!(complete(&[
+        json!({"a": 1, "b": {"c": "x"}}),
+        json!({"a": 2.5})
+    ]));
+    assert!(complete(&[json!(null), json!([1, {"x": 1}])]));
+    assert!(!complete(&[json!({"a": 1.5}), json!({"a": "x"})]));
 }
 
 #[test]
@@ -207,17 +234,26 @@ fn writer_shreds_json_columns() {
         path(&["b"], ColumnType::Long, false),
         path(&["c", "d"], ColumnType::Double, false),
     ];
-    assert_eq!(layout.get("nested"), Some(&expected));
+    assert_eq!(
+        layout.get("nested"),
+        Some(&NestedColumn {
+            paths: expected.clone(),
+            complete: true
+        })
+    );
     nested.nested = expected.clone();
+    nested.nested_complete = true;
     assert_eq!(
         schema.clone().with_nested_layout(&layout).columns[1],
         nested
     );
+    let payload = serde_json::to_value(&nested).unwrap();
     assert_eq!(
-        serde_json::to_value(&nested).unwrap()["nestedPaths"],
+        payload["nestedPaths"],
         json!([{"path": ["a"], "type": "string"}, {"path": ["b"], "type": "long"},
                {"path": ["c", "d"], "type": "double"}])
     );
+    assert_eq!(payload["nestedComplete"], json!(true));
     let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&file).unwrap()).unwrap();
     assert_eq!(
         layout_from_metadata(builder.metadata().file_metadata().key_value_metadata()),

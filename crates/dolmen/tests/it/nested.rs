@@ -547,4 +547,5 @@ PARTITIONED BY DAY"#,
                {"path": ["p"], "type": "double"}, {"path": ["c", "d"], "type": "string"}]),
         "{columns}"
     );
+    assert_eq!(columns[1]["nestedComplete"], json!(true), "{columns}");
 }
