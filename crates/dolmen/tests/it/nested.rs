@@ -439,6 +439,12 @@ PARTITIONED BY DAY"#,
     );
     let st = crate::arrays::ingest(&server, &sql, json!({}));
     assert_eq!(st["status"], "SUCCESS", "{st}");
+    // Secondary partitioning re-reads each chunk's file and shreds every partition anew.
+    let mut hashed = shred_spec("nested_hashed", &all, None);
+    hashed["spec"]["tuningConfig"] = json!({"type": "index_parallel", "forceGuaranteedRollup": true,
+        "partitionsSpec": {"type": "hashed", "numShards": 2, "partitionDimensions": ["a"]}});
+    let st = server.run_task(&hashed);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
     let reindex = shred_spec(
         "nested_reindexed",
         &[],
@@ -495,6 +501,7 @@ PARTITIONED BY DAY"#,
     for ds in [
         "nested_native",
         "nested_sql",
+        "nested_hashed",
         "nested_reindexed",
         "nested_mixed",
     ] {
