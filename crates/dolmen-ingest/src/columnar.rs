@@ -1073,21 +1073,12 @@ fn segment_schema(plan: &ColumnarPlan) -> SegmentSchema {
     let mut columns: Vec<SegmentColumn> = plan
         .dims
         .iter()
-        .map(|d| SegmentColumn {
-            name: d.name.clone(),
-            ty: d.ty,
-            kind: ColumnKind::Dimension,
-            multi_value: false,
-            aggregator: None,
-        })
+        .map(|d| SegmentColumn::new(d.name.clone(), d.ty, ColumnKind::Dimension))
         .collect();
     for m in &plan.metrics {
         columns.push(SegmentColumn {
-            name: m.name.clone(),
-            ty: m.kind.column_type(),
-            kind: ColumnKind::Metric,
-            multi_value: false,
             aggregator: m.kind.combining_type().map(str::to_string),
+            ..SegmentColumn::new(m.name.clone(), m.kind.column_type(), ColumnKind::Metric)
         });
     }
     SegmentSchema { columns }
@@ -1176,15 +1167,15 @@ impl SegmentCutter {
     fn finish(&mut self) -> DfResult<()> {
         if let Some((interval, path, w)) = self.open.take() {
             let rows = w.rows();
-            let size = w
-                .finish()
+            let (size, layout) = w
+                .finish_with_layout()
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
             self.built.push(BuiltSegment {
                 interval,
                 path,
                 num_rows: rows,
                 size,
-                schema: self.schema.clone(),
+                schema: self.schema.clone().with_nested_layout(&layout),
             });
         }
         Ok(())

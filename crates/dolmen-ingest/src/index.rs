@@ -69,10 +69,12 @@ pub fn hidden_time_column(metric: &str) -> String {
     format!("{HIDDEN_TIME_PREFIX}{metric}")
 }
 
-/// Whether `name` is a hidden segment-file column ([`hidden_time_column`]); readers of segment
-/// files as input rows (the `druid` input source) see them, schema discovery skips them.
+/// Whether `name` is a hidden segment-file column ([`hidden_time_column`], or a shredded JSON
+/// sub-column, [`dolmen_segment::nested`]); no dimension or metric may take such a name.
+/// Readers of segment files as input rows (the `druid` input source) see the time columns,
+/// not the sub-columns; schema discovery skips both.
 pub fn is_hidden_column(name: &str) -> bool {
-    name.starts_with(HIDDEN_TIME_PREFIX)
+    name.starts_with(HIDDEN_TIME_PREFIX) || dolmen_segment::nested::is_nested_column(name)
 }
 
 /// A dimension of the datasource being built.
@@ -1242,16 +1244,16 @@ impl<'a> SegmentSink<'a> {
     fn finish_current(&mut self) -> Result<(), IngestError> {
         if let Some(open) = self.current.take() {
             let rows = open.writer.rows();
-            let size = open
+            let (size, layout) = open
                 .writer
-                .finish()
+                .finish_with_layout()
                 .map_err(|e| IngestError::Runtime(e.to_string()))?;
             self.built.push(BuiltSegment {
                 interval: open.interval,
                 path: open.path,
                 num_rows: rows,
                 size,
-                schema: self.schema.clone(),
+                schema: self.schema.clone().with_nested_layout(&layout),
             });
         }
         Ok(())

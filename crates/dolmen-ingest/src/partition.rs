@@ -254,8 +254,8 @@ fn split_chunk(
     for (p, w) in writers.into_iter().enumerate() {
         let Some((path, w)) = w else { continue };
         let num_rows = w.rows();
-        let size = w
-            .finish()
+        let (size, layout) = w
+            .finish_with_layout()
             .map_err(|e| IngestError::Runtime(e.to_string()))?;
         out.push(PartitionedSegment {
             built: BuiltSegment {
@@ -263,7 +263,7 @@ fn split_chunk(
                 path,
                 num_rows,
                 size,
-                schema: seg.schema.clone(),
+                schema: seg.schema.clone().with_nested_layout(&layout),
             },
             shard: Some(template.shard(p)),
         });
@@ -341,8 +341,20 @@ fn read_file(path: &Path) -> Result<Batches, IngestError> {
         IngestError::Runtime(format!("cannot read segment [{}]: {e}", path.display()))
     };
     let file = std::fs::File::open(path).map_err(|e| err(&e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| err(&e))?
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(&e))?;
+    // The chunk's shredded JSON sub-columns are left out: each partition's file is shredded
+    // anew when it is finished.
+    let keep = builder
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !dolmen_segment::nested::is_nested_column(f.name()))
+        .map(|(i, _)| i)
+        .collect::<Vec<_>>();
+    let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), keep);
+    let reader = builder
+        .with_projection(mask)
         .with_batch_size(16 * 1024)
         .build()
         .map_err(|e| err(&e))?;

@@ -442,6 +442,9 @@ impl QueryEngine {
         analyzer_rules.push(Arc::new(crate::time_text::TimeTextRule::default()));
         // And text that does not convert to a number or a time is NULL, not an error.
         analyzer_rules.push(crate::coercion::rule());
+        // Last, on typed expressions: JSON_VALUE of a literal path reads the shredded
+        // sub-column where every segment has it (crate::nested).
+        analyzer_rules.push(Arc::new(crate::nested::NestedColumnsRule));
         let state = datafusion::execution::SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()

@@ -43,6 +43,7 @@ pub mod lateral_unnest;
 pub mod lookup_schema;
 pub mod multivalue;
 pub mod naming;
+pub mod nested;
 pub mod options;
 pub mod plan_cache;
 pub mod request;

@@ -404,6 +404,8 @@ impl IngestShape {
                 // A SQL aggregate's combining form is not recorded (compaction with rollup
                 // needs its metricsSpec).
                 aggregator: None,
+                nested: Vec::new(),
+                nested_complete: false,
             });
             columns.push((col, f.data_type().clone()));
         }

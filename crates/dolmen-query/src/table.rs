@@ -187,7 +187,10 @@ impl SchemaProvider for DruidSchema {
 
 /// A datasource as a table, bound to one timeline snapshot and the hydrants of running
 /// streaming tasks visible with it ([`DataSourceSnapshot`]).
-#[derive(Debug)]
+///
+/// Its schema may end with hidden shredded sub-columns of JSON columns
+/// ([`DatasourceTable::with_nested_column`]), which only [`crate::nested`]'s plan rewrite adds.
+#[derive(Debug, Clone)]
 pub struct DatasourceTable {
     name: String,
     timeline: Arc<Timeline>,
@@ -248,6 +251,101 @@ impl DatasourceTable {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The shredded sub-column of JSON column `column` at `path` (object keys) if every
+    /// segment and hydrant holding `column` stores it ([`dolmen_segment::nested`]), with the
+    /// type they agree on: `Int64` and `Utf8` files read as `Utf8` (Arrow's cast writes an
+    /// integer's digits, its `JSON_VALUE` text), `Int64` and `Float64` as `Float64` (then only
+    /// numeric reads may use it). A file whose column lists all its paths
+    /// (`nested_complete`) and not this one has no value there: its rows read as nulls, as
+    /// `JSON_VALUE` gives. `None` when one of them stores the column as another type or left
+    /// the path to the text (written before shredding, with it off, past the path cap, doubles
+    /// mixed with text), or no file holds the path.
+    pub fn nested_sub_column(&self, column: &str, path: &[String]) -> Option<NestedSubColumn> {
+        let segments = self
+            .all_used
+            .entries()
+            .iter()
+            .flat_map(|e| e.segments.iter().map(|s| &s.columns));
+        let hydrants = self.hydrants.iter().map(|h| &h.columns);
+        let mut found: Option<(dolmen_segment::ColumnType, bool)> = None;
+        for columns in segments.chain(hydrants) {
+            let Some(c) = columns.iter().find(|c| c.name == column) else {
+                continue;
+            };
+            if c.ty != dolmen_segment::ColumnType::Json {
+                return None;
+            }
+            let Some(p) = c.nested.iter().find(|p| p.path == path) else {
+                if c.nested_complete {
+                    continue;
+                }
+                return None;
+            };
+            found = Some(match found {
+                None => (p.ty, p.integers),
+                Some(prev) => unify_nested_types(prev, (p.ty, p.integers))?,
+            });
+        }
+        let (ty, integers) = found?;
+        Some(NestedSubColumn {
+            name: dolmen_segment::nested::nested_column_name(column, path),
+            data_type: ty.arrow_type(),
+            integers,
+        })
+    }
+
+    /// This table with `sub` appended to its schema (unless there already), and the index of
+    /// `sub` in the new schema. Scans read it from the segment files like any column.
+    pub fn with_nested_column(&self, sub: &NestedSubColumn) -> (DatasourceTable, usize) {
+        if let Ok(i) = self.schema.index_of(&sub.name) {
+            return (self.clone(), i);
+        }
+        let mut fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(&sub.name, sub.data_type.clone(), true));
+        let index = fields.len() - 1;
+        let table = DatasourceTable {
+            schema: Arc::new(Schema::new_with_metadata(
+                fields,
+                self.schema.metadata().clone(),
+            )),
+            ..self.clone()
+        };
+        (table, index)
+    }
+}
+
+/// A shredded JSON sub-column readable from every file of a table
+/// ([`DatasourceTable::nested_sub_column`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NestedSubColumn {
+    /// Its name in the files and in the table schema.
+    pub name: String,
+    /// `Int64`, `Float64` or `Utf8`.
+    pub data_type: DataType,
+    /// For `Float64`: some values were integers, so the column does not give `JSON_VALUE`'s
+    /// text, only its numeric value.
+    pub integers: bool,
+}
+
+/// The type two files' sub-columns of one path read as together (see
+/// [`DatasourceTable::nested_sub_column`]).
+fn unify_nested_types(
+    a: (dolmen_segment::ColumnType, bool),
+    b: (dolmen_segment::ColumnType, bool),
+) -> Option<(dolmen_segment::ColumnType, bool)> {
+    use dolmen_segment::ColumnType::{Double, Long, String};
+    Some(match (a.0, b.0) {
+        (x, y) if x == y => (x, a.1 || b.1),
+        (Long, String) | (String, Long) => (String, false),
+        (Long, Double) | (Double, Long) => (Double, true),
+        _ => return None,
+    })
 }
 
 /// The merged schema of a timeline's visible segments and a datasource's hydrants: `__time`,
@@ -899,6 +997,9 @@ mod plan_cache_tests;
 
 #[cfg(test)]
 mod semantics_tests;
+
+#[cfg(test)]
+mod nested_tests;
 
 #[cfg(test)]
 mod tests {

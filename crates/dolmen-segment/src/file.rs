@@ -234,6 +234,19 @@ pub struct SegmentColumn {
     /// written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggregator: Option<String>,
+    /// For a `COMPLEX<json>` column: the paths shredded into hidden typed sub-columns of the
+    /// segment file, in sub-column order ([`crate::nested`], ADR 0026). Empty for other
+    /// columns and for files written without them.
+    #[serde(default, rename = "nestedPaths", skip_serializing_if = "Vec::is_empty")]
+    pub nested: Vec<crate::nested::NestedPath>,
+    /// For a `COMPLEX<json>` column: [`Self::nested`] lists every path of the file's values
+    /// ([`crate::nested::NestedColumn::complete`]), so a path it lacks is null in every row.
+    #[serde(
+        default,
+        rename = "nestedComplete",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub nested_complete: bool,
 }
 
 impl SegmentColumn {
@@ -245,6 +258,8 @@ impl SegmentColumn {
             kind,
             multi_value: false,
             aggregator: None,
+            nested: Vec::new(),
+            nested_complete: false,
         }
     }
 
@@ -325,6 +340,17 @@ impl SegmentSchema {
     pub fn metrics(&self) -> impl Iterator<Item = &SegmentColumn> {
         self.columns.iter().filter(|c| c.kind == ColumnKind::Metric)
     }
+
+    /// This schema with the shredded paths of a file's JSON columns recorded
+    /// ([`SegmentColumn::nested`]), as [`SegmentFileWriter::finish_with_layout`] reports them.
+    pub fn with_nested_layout(mut self, layout: &crate::nested::NestedLayout) -> SegmentSchema {
+        for c in &mut self.columns {
+            let n = layout.get(&c.name).cloned().unwrap_or_default();
+            c.nested = n.paths;
+            c.nested_complete = n.complete;
+        }
+        self
+    }
 }
 
 /// Errors writing a segment file.
@@ -382,6 +408,9 @@ pub struct SegmentFileWriter {
     tmp: std::path::PathBuf,
     writer: Option<ArrowWriter<File>>,
     index: Option<crate::value_index::ValueIndexBuilder>,
+    props: WriterProperties,
+    /// Whether the file has `COMPLEX<json>` columns to shred when finished.
+    shred: bool,
     rows: u64,
 }
 
@@ -414,7 +443,8 @@ impl SegmentFileWriter {
             .build();
         let index = crate::value_index::enabled()
             .then(|| crate::value_index::ValueIndexBuilder::new(&schema));
-        let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
+        let shred = crate::nested::has_json_columns(&schema) && crate::nested::shredding_enabled();
+        let writer = ArrowWriter::try_new(file, schema, Some(props.clone())).map_err(|source| {
             SegmentFileError::Parquet {
                 path: path.display().to_string(),
                 source,
@@ -425,6 +455,8 @@ impl SegmentFileWriter {
             tmp,
             writer: Some(writer),
             index,
+            props,
+            shred,
             rows: 0,
         })
     }
@@ -458,7 +490,20 @@ impl SegmentFileWriter {
     ///
     /// # Errors
     /// On encoding or I/O failure (the temporary file is removed).
-    pub fn finish(mut self) -> Result<u64, SegmentFileError> {
+    pub fn finish(self) -> Result<u64, SegmentFileError> {
+        self.finish_with_layout().map(|(size, _)| size)
+    }
+
+    /// Finishes the file like [`Self::finish`], shredding its `COMPLEX<json>` columns into
+    /// hidden typed sub-columns first ([`crate::nested`]); returns its size in bytes and the
+    /// shredded paths per JSON column, for the segment payload
+    /// ([`SegmentSchema::with_nested_layout`]).
+    ///
+    /// # Errors
+    /// On encoding or I/O failure (the temporary file is removed).
+    pub fn finish_with_layout(
+        mut self,
+    ) -> Result<(u64, crate::nested::NestedLayout), SegmentFileError> {
         let path = self.path.clone();
         let io = |source| SegmentFileError::Io {
             path: path.display().to_string(),
@@ -471,6 +516,17 @@ impl SegmentFileWriter {
         })?;
         f.sync_all().map_err(io)?;
         drop(f);
+        let layout = if self.shred {
+            crate::nested::shred_file(&self.tmp, &self.props).map_err(|source| {
+                let _ = std::fs::remove_file(&self.tmp);
+                SegmentFileError::Parquet {
+                    path: path.display().to_string(),
+                    source,
+                }
+            })?
+        } else {
+            crate::nested::NestedLayout::new()
+        };
         let sidecar = crate::value_index::sidecar_path(&path);
         if let Some(index) = self.index.take()
             && let Err(e) = index.write(&sidecar)
@@ -482,7 +538,7 @@ impl SegmentFileWriter {
             let _ = std::fs::remove_file(&sidecar);
             return Err(io(e));
         }
-        Ok(std::fs::metadata(&path).map_err(io)?.len())
+        Ok((std::fs::metadata(&path).map_err(io)?.len(), layout))
     }
 }
 

@@ -12,10 +12,12 @@
 //! `ARRAY<DOUBLE>`) are Parquet LIST columns (`List<Utf8>`, `List<Int64>`, `List<Float64>`)
 //! without that flag; their payload type is the Druid name (`"type": "ARRAY<LONG>"`).
 //! Files may hold hidden columns after the listed ones (the indexer keeps the timestamp of
-//! `*First`/`*Last` metric values there); readers go by the listed columns.
+//! `*First`/`*Last` metric values there, and [`nested`] the shredded sub-columns of
+//! `COMPLEX<json>` columns); readers go by the listed columns.
 
 pub mod file;
 pub mod id;
+pub mod nested;
 pub mod timeline;
 pub mod value_index;
 

@@ -232,6 +232,10 @@ impl Iterator for SegmentRows {
                 Ok(r) => r,
                 Err(e) => return Some(Err(e)),
             };
+            // Shredded JSON sub-columns are a storage detail: rows carry the JSON column only.
+            if !self.json_columns.is_empty() {
+                row.retain(|k, _| !dolmen_segment::nested::is_nested_column(k));
+            }
             for c in &self.json_columns {
                 if let Some(v) = row.get_mut(c)
                     && let serde_json::Value::String(text) = v

@@ -2037,6 +2037,20 @@ fn parse_json_path(p: &str) -> std::result::Result<Vec<PathPart>, String> {
     Ok(parts)
 }
 
+/// The object keys of a literal JSONPath made of keys only (`$.a.b`, `$['a.b']`, `$`), as
+/// shredded sub-columns of nested JSON columns are keyed ([`crate::nested`]); `None` for an
+/// invalid path or one with an array index.
+pub(crate) fn json_path_keys(p: &str) -> Option<Vec<String>> {
+    parse_json_path(p)
+        .ok()?
+        .into_iter()
+        .map(|part| match part {
+            PathPart::Key(k) => Some(k),
+            PathPart::Index(_) => None,
+        })
+        .collect()
+}
+
 fn json_find<'v>(doc: &'v Value, path: &[PathPart]) -> Option<&'v Value> {
     let mut cur = doc;
     for part in path {

@@ -63,10 +63,17 @@ impl Server {
 
     /// Starts `dolmen server --port 0 --data-dir <dir> <extra args>`.
     pub(crate) fn start_with_args(data_dir: &Path, extra: &[&str]) -> Server {
+        Server::start_with_env(data_dir, extra, &[])
+    }
+
+    /// Starts `dolmen server --port 0 --data-dir <dir> <extra args>` with environment
+    /// variables `env` set.
+    pub(crate) fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dolmen"))
             .args(["server", "--port", "0", "--data-dir"])
             .arg(data_dir)
             .args(extra)
+            .envs(env.iter().copied())
             .env("DOLMEN_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

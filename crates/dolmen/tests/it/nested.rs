@@ -355,3 +355,204 @@ PARTITIONED BY DAY"#,
         assert_eq!(q(a), q(b), "{a} vs {b}");
     }
 }
+
+/// Rows of the shredding test: day `day` (0 or 1), `n` rows; `nested` holds a string `a`, an
+/// integer `b`, a double `p`, an object `c` with a string `d`, and an array.
+fn shred_rows(day: i64, n: i64) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            let k = day * n + i;
+            json!({
+                "ts": 1_767_225_600_000i64 + day * 86_400_000 + i * 1000,
+                "a": format!("v{}", k % 5),
+                "nested": {
+                    "a": format!("v{}", k % 5),
+                    "b": k % 7,
+                    "p": (k % 4) as f64 * 0.5 + 0.25,
+                    "c": {"d": format!("x{}", k % 3)},
+                    "arr": [k, k + 1]
+                }
+            })
+        })
+        .collect()
+}
+
+fn json_lines(rows: &[Value]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}
+
+fn shred_spec(data_source: &str, rows: &[Value], input: Option<Value>) -> Value {
+    let input = input.unwrap_or_else(|| json!({"type": "inline", "data": json_lines(rows)}));
+    json!({
+      "type": "index_parallel",
+      "spec": {
+        "ioConfig": {"type": "index_parallel", "inputSource": input, "inputFormat": {"type": "json"}},
+        "dataSchema": {
+          "dataSource": data_source,
+          "timestampSpec": {"column": "ts", "format": "millis"},
+          "dimensionsSpec": {"dimensions": ["a", {"type": "json", "name": "nested"}]},
+          "granularitySpec": {"segmentGranularity": "day", "queryGranularity": "none", "rollup": false}
+        },
+        "tuningConfig": {"type": "index_parallel", "partitionsSpec": {"type": "dynamic"}}
+      }
+    })
+}
+
+/// The `PLAN` text of `EXPLAIN PLAN FOR sql`.
+fn explain(server: &Server, sql: &str) -> String {
+    let rows = server.sql(&format!("EXPLAIN PLAN FOR {sql}"));
+    rows[0]["PLAN"].as_str().unwrap().to_string()
+}
+
+/// Issue 20: JSON columns are shredded into hidden typed sub-columns at segment write, and
+/// `JSON_VALUE` of a literal path reads them when every segment has them. Native (`json`
+/// dimension), SQL (`COMPLEX<json>`) and re-ingested (`druid` input source) datasources give
+/// the answers computed from the rows; a datasource with one segment written with shredding
+/// off (`DOLMEN_SHRED_NESTED=false`, as before shredding existed) falls back to the text with
+/// the same answers; the plans show which columns are read; the sub-columns show nowhere.
+#[test]
+fn shredded_sub_columns_answer_json_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 300;
+    let (day0, day1) = (shred_rows(0, n), shred_rows(1, n));
+    let all: Vec<Value> = day0.iter().chain(&day1).cloned().collect();
+    // The first day of `nested_mixed`, written without sub-columns.
+    let server = Server::start_with_env(dir.path(), &[], &[("DOLMEN_SHRED_NESTED", "false")]);
+    let st = server.run_task(&shred_spec("nested_mixed", &day0, None));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    assert_eq!(server.terminate().code(), Some(0));
+
+    let server = Server::start(dir.path());
+    for (ds, rows) in [("nested_mixed", &day1), ("nested_native", &all)] {
+        let st = server.run_task(&shred_spec(ds, rows, None));
+        assert_eq!(st["status"], "SUCCESS", "{ds}: {st}");
+    }
+    let sql = format!(
+        r#"REPLACE INTO nested_sql OVERWRITE ALL
+SELECT MILLIS_TO_TIMESTAMP(ts) AS __time, a, nested
+FROM TABLE(EXTERN('{}', '{{"type":"json"}}'))
+  EXTEND (ts BIGINT, a VARCHAR, nested COMPLEX<json>)
+PARTITIONED BY DAY"#,
+        json!({"type": "inline", "data": json_lines(&all)})
+            .to_string()
+            .replace('\'', "''")
+    );
+    let st = crate::arrays::ingest(&server, &sql, json!({}));
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    // Secondary partitioning re-reads each chunk's file and shreds every partition anew.
+    let mut hashed = shred_spec("nested_hashed", &all, None);
+    hashed["spec"]["tuningConfig"] = json!({"type": "index_parallel", "forceGuaranteedRollup": true,
+        "partitionsSpec": {"type": "hashed", "numShards": 2, "partitionDimensions": ["a"]}});
+    let st = server.run_task(&hashed);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+    let reindex = shred_spec(
+        "nested_reindexed",
+        &[],
+        Some(json!({"type": "druid", "dataSource": "nested_native",
+                    "interval": "2026-01-01/2026-01-03"})),
+    );
+    let mut reindex = reindex;
+    reindex["spec"]["dataSchema"]["timestampSpec"] =
+        json!({"column": "__time", "format": "millis"});
+    let st = server.run_task(&reindex);
+    assert_eq!(st["status"], "SUCCESS", "{st}");
+
+    // Expected answers, from the rows.
+    let nested = |r: &Value| r["nested"].clone();
+    let count_a = |v: &str| all.iter().filter(|r| nested(r)["a"] == v).count();
+    let filter_want = json!([
+        {"a": "v1", "c": count_a("v1")},
+        {"a": "v3", "c": count_a("v3")}
+    ]);
+    let mut group_want: Vec<Value> = Vec::new();
+    for d in ["x0", "x1", "x2"] {
+        let rows: Vec<&Value> = all.iter().filter(|r| nested(r)["c"]["d"] == d).collect();
+        group_want.push(json!({
+            "d": d,
+            "b": rows.iter().map(|r| nested(r)["b"].as_i64().unwrap()).sum::<i64>(),
+            "p": rows.iter().map(|r| nested(r)["p"].as_f64().unwrap()).sum::<f64>(),
+            "n": rows.len(),
+        }));
+    }
+    let b3 = all.iter().filter(|r| nested(r)["b"] == 3).count();
+    let queries = [
+        (
+            "SELECT JSON_VALUE(nested, '$.a') AS a, COUNT(*) AS c FROM {t} \
+             WHERE JSON_VALUE(nested, '$.a') IN ('v1', 'v3') GROUP BY 1 ORDER BY 1",
+            filter_want,
+        ),
+        (
+            "SELECT JSON_VALUE(nested, '$.c.d') AS d, \
+             SUM(JSON_VALUE(nested, '$.b' RETURNING BIGINT)) AS b, \
+             SUM(JSON_VALUE(nested, '$.p' RETURNING DOUBLE)) AS p, COUNT(*) AS n \
+             FROM {t} GROUP BY 1 ORDER BY 1",
+            Value::Array(group_want),
+        ),
+        (
+            "SELECT COUNT(*) AS n FROM {t} WHERE JSON_VALUE(nested, '$.b' RETURNING BIGINT) = 3",
+            json!([{"n": b3}]),
+        ),
+        (
+            "SELECT JSON_VALUE(nested, '$.p') AS p, JSON_VALUE(nested, '$.b') AS b, \
+             JSON_VALUE(nested, '$.arr[1]') AS x FROM {t} ORDER BY __time LIMIT 2",
+            json!([{"p": "0.25", "b": "0", "x": "1"}, {"p": "0.75", "b": "1", "x": "2"}]),
+        ),
+    ];
+    for ds in [
+        "nested_native",
+        "nested_sql",
+        "nested_hashed",
+        "nested_reindexed",
+        "nested_mixed",
+    ] {
+        for (q, want) in &queries {
+            let sql = q.replace("{t}", ds);
+            assert_eq!(Value::Array(server.sql(&sql)), *want, "{sql}");
+        }
+        // The plan reads the sub-columns where every segment has them.
+        let plan = explain(&server, &queries[0].0.replace("{t}", ds));
+        if ds == "nested_mixed" {
+            assert!(!plan.contains("__dolmen_nested"), "{ds}: {plan}");
+            assert!(plan.contains("json_value"), "{ds}: {plan}");
+        } else {
+            assert!(plan.contains("__dolmen_nested:nested/a"), "{ds}: {plan}");
+        }
+        // ... and they show nowhere: SELECT *, INFORMATION_SCHEMA, sys.segments, payloads.
+        let star = server.sql(&format!("SELECT * FROM {ds} LIMIT 1"));
+        let mut keys: Vec<&String> = star[0].as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["__time", "a", "nested"], "{ds}");
+        let columns = server.sql(&format!(
+            "SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = '{ds}' \
+             ORDER BY 1"
+        ));
+        assert_eq!(
+            Value::Array(columns),
+            json!([{"COLUMN_NAME": "__time"}, {"COLUMN_NAME": "a"}, {"COLUMN_NAME": "nested"}]),
+            "{ds}"
+        );
+        for seg in server.sql(&format!(
+            "SELECT dimensions FROM sys.segments WHERE datasource = '{ds}'"
+        )) {
+            assert_eq!(seg["dimensions"], "[\"a\",\"nested\"]", "{ds}");
+        }
+        let (_, payloads) = server.get_json(&format!(
+            "/druid/coordinator/v1/metadata/datasources/{ds}/segments?full"
+        ));
+        for p in payloads.as_array().unwrap() {
+            assert_eq!(p["dimensions"], "a,nested", "{ds}");
+        }
+    }
+    // The re-ingested rows carry the JSON column only (its sub-columns were written anew).
+    let (_, payload) = server
+        .get_json("/druid/coordinator/v1/metadata/datasources/nested_reindexed/segments?full");
+    let columns = &payload[0]["columns"];
+    assert_eq!(columns.as_array().unwrap().len(), 2, "{columns}");
+    assert_eq!(
+        columns[1]["nestedPaths"],
+        json!([{"path": ["a"], "type": "string"}, {"path": ["b"], "type": "long"},
+               {"path": ["p"], "type": "double"}, {"path": ["c", "d"], "type": "string"}]),
+        "{columns}"
+    );
+    assert_eq!(columns[1]["nestedComplete"], json!(true), "{columns}");
+}
