@@ -63,7 +63,8 @@ pub fn sidecar_key(key: &str) -> String {
 }
 
 /// The columns of `schema` that get a value index: top-level UTF-8 columns other than
-/// `__time` and nested JSON (`COMPLEX<json>` is stored as JSON text).
+/// `__time`, nested JSON (`COMPLEX<json>` is stored as JSON text) and its hidden sub-columns
+/// ([`crate::nested`]: written after the index is built, and never filtered through it).
 pub fn indexed_columns(schema: &Schema) -> Vec<usize> {
     schema
         .fields()
@@ -75,6 +76,7 @@ pub fn indexed_columns(schema: &Schema) -> Vec<usize> {
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
             ) && f.name() != TIME_COLUMN
                 && !f.metadata().contains_key(COMPLEX_METADATA_KEY)
+                && !crate::nested::is_nested_column(f.name())
         })
         .map(|(i, _)| i)
         .collect()
@@ -677,6 +679,19 @@ mod tests {
         assert_eq!(rows, 2_000);
         assert!(read[0].hashed);
         assert_eq!(read[0].codes.values().to_vec(), want);
+    }
+
+    #[test]
+    fn nested_sub_columns_are_not_indexed() {
+        let schema = Schema::new(vec![
+            Field::new("page", DataType::Utf8, true),
+            Field::new(
+                format!("{}doc/a", crate::nested::NESTED_COLUMN_PREFIX),
+                DataType::Utf8,
+                true,
+            ),
+        ]);
+        assert_eq!(indexed_columns(&schema), vec![0]);
     }
 
     #[test]
