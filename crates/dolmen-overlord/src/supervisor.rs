@@ -754,11 +754,9 @@ impl SupervisorManager {
         }))
     }
 
-    /// The lag of every running (not suspended) supervisor that has read its stream's latest
-    /// offsets: per partition, the latest offset minus the furthest offset its reading tasks
-    /// have reached (the `minimumLag` of the status report). Computed from what the run loop
-    /// and the live tasks already hold: nothing is asked of the stream.
-    pub fn stream_lags(&self) -> Vec<dolmen_metrics::StreamLag> {
+    /// The running (not suspended) supervisors of `kind` with a copy of their specs, taken
+    /// without holding the manager's lock while they are read.
+    fn running_of_kind(&self, kind: StreamKind) -> Vec<(Arc<Supervisor>, SupervisorSpec)> {
         let sups: Vec<Arc<Supervisor>> = self
             .supervisors
             .lock()
@@ -766,32 +764,48 @@ impl SupervisorManager {
             .values()
             .cloned()
             .collect();
-        let mut out = Vec::new();
-        for sup in sups {
-            let spec = sup.spec.lock().expect("spec lock").clone();
-            // Record lag is a Kafka metric (`ingest/kafka/lag`): Kinesis lag is in time.
-            if spec.suspended || spec.kind != StreamKind::Logstream {
-                continue;
+        sups.into_iter()
+            .filter_map(|sup| {
+                let spec = sup.spec.lock().expect("spec lock").clone();
+                (!spec.suspended && spec.kind == kind).then_some((sup, spec))
+            })
+            .collect()
+    }
+
+    /// The furthest offset per partition the reading tasks of `st` have reached (a task without
+    /// a live control counts at its group's start).
+    fn reading_positions(&self, st: &RunState) -> BTreeMap<PartitionKey, Offset> {
+        let mut current: BTreeMap<PartitionKey, Offset> = BTreeMap::new();
+        for g in st.reading.values() {
+            for t in &g.tasks {
+                let offsets = self
+                    .overlord
+                    .stream_control(t)
+                    .map_or_else(|| g.start.clone(), |c| c.current_offsets());
+                for (p, o) in offsets {
+                    let e = current.entry(p).or_insert_with(|| o.clone());
+                    if o > *e {
+                        *e = o;
+                    }
+                }
             }
+        }
+        current
+    }
+
+    /// The lag of every running (not suspended) supervisor that has read its stream's latest
+    /// offsets: per partition, the latest offset minus the furthest offset its reading tasks
+    /// have reached (the `minimumLag` of the status report). Computed from what the run loop
+    /// and the live tasks already hold: nothing is asked of the stream.
+    pub fn stream_lags(&self) -> Vec<dolmen_metrics::StreamLag> {
+        let mut out = Vec::new();
+        // Record lag is a Kafka metric (`ingest/kafka/lag`): Kinesis lag is in time.
+        for (sup, spec) in self.running_of_kind(StreamKind::Logstream) {
             let st = sup.state.lock().expect("state lock");
             if st.latest.is_empty() {
                 continue;
             }
-            let mut current: BTreeMap<PartitionKey, Offset> = BTreeMap::new();
-            for g in st.reading.values() {
-                for t in &g.tasks {
-                    let offsets = self
-                        .overlord
-                        .stream_control(t)
-                        .map_or_else(|| g.start.clone(), |c| c.current_offsets());
-                    for (p, o) in offsets {
-                        let e = current.entry(p).or_insert_with(|| o.clone());
-                        if o > *e {
-                            *e = o;
-                        }
-                    }
-                }
-            }
+            let current = self.reading_positions(&st);
             out.push(dolmen_metrics::StreamLag {
                 data_source: spec.data_source.clone(),
                 stream: spec.io.topic.clone(),
@@ -811,19 +825,8 @@ impl SupervisorManager {
     /// as its last run found it (the `minimumLagMillis` of the status report):
     /// `ingest/kinesis/*Lag/time`. As Druid, a suspended supervisor emits none.
     pub fn stream_time_lags(&self) -> Vec<dolmen_metrics::StreamTimeLag> {
-        let sups: Vec<Arc<Supervisor>> = self
-            .supervisors
-            .lock()
-            .expect("supervisors lock")
-            .values()
-            .cloned()
-            .collect();
         let mut out = Vec::new();
-        for sup in sups {
-            let spec = sup.spec.lock().expect("spec lock").clone();
-            if spec.suspended || spec.kind != StreamKind::Shardstream {
-                continue;
-            }
+        for (sup, spec) in self.running_of_kind(StreamKind::Shardstream) {
             let st = sup.state.lock().expect("state lock");
             if st.time_lag.is_empty() {
                 continue;
@@ -1481,21 +1484,7 @@ impl SupervisorManager {
         };
         let positions: BTreeMap<String, KinesisSequence> = {
             let st = sup.state.lock().expect("state lock");
-            let mut current: BTreeMap<PartitionKey, Offset> = BTreeMap::new();
-            for g in st.reading.values() {
-                for t in &g.tasks {
-                    let offsets = self
-                        .overlord
-                        .stream_control(t)
-                        .map_or_else(|| g.start.clone(), |c| c.current_offsets());
-                    for (p, o) in offsets {
-                        let e = current.entry(p).or_insert_with(|| o.clone());
-                        if o > *e {
-                            *e = o;
-                        }
-                    }
-                }
-            }
+            let current = self.reading_positions(&st);
             st.partitions
                 .iter()
                 .filter_map(|p| {
