@@ -400,6 +400,11 @@ async fn build_client(config: &KinesisConfig) -> Client {
     Client::from_conf(builder.build())
 }
 
+/// Whether Kinesis refused an iterator request's sequence number (`InvalidArgumentException`).
+fn refused(e: &KinesisSupplierError) -> bool {
+    matches!(e, SupplierError::Client(m) if m.contains("InvalidArgumentException"))
+}
+
 /// A connected client with its configuration and the runtime its calls run on.
 struct Connection {
     config: KinesisConfig,
@@ -546,6 +551,40 @@ impl Connection {
         Ok(out.shard_iterator().map(str::to_owned))
     }
 
+    /// A shard iterator reading from `position`: `AT_SEQUENCE_NUMBER position`, or, when Kinesis
+    /// refuses it (a position `s + 1` is no record's number, and Kinesis may reject it as not of
+    /// this shard), `AFTER_SEQUENCE_NUMBER s`. The refusal is returned when `position` has no
+    /// predecessor.
+    async fn iterator_at(
+        &self,
+        stream: &str,
+        shard: &str,
+        position: &KinesisSequence,
+    ) -> Result<Option<String>, KinesisSupplierError> {
+        let at = self
+            .iterator(
+                stream,
+                shard,
+                ShardIteratorType::AtSequenceNumber,
+                Some(position),
+                None,
+            )
+            .await;
+        match (at, position.predecessor()) {
+            (Err(e), Some(before)) if refused(&e) => {
+                self.iterator(
+                    stream,
+                    shard,
+                    ShardIteratorType::AfterSequenceNumber,
+                    Some(&before),
+                    None,
+                )
+                .await
+            }
+            (at, _) => at,
+        }
+    }
+
     /// One `GetRecords` call.
     async fn get_records(
         &self,
@@ -624,9 +663,6 @@ impl Connection {
         shard: &str,
         offset: &KinesisSequence,
     ) -> Result<Option<(Option<String>, bool)>, KinesisSupplierError> {
-        fn refused(e: &KinesisSupplierError) -> bool {
-            matches!(e, SupplierError::Client(m) if m.contains("InvalidArgumentException"))
-        }
         if offset.is_end_of_shard() {
             return Ok(None);
         }
@@ -642,36 +678,9 @@ impl Connection {
         if *offset == earliest {
             return Ok(Some((None, true)));
         }
-        let at = self
-            .iterator(
-                stream,
-                shard,
-                ShardIteratorType::AtSequenceNumber,
-                Some(offset),
-                None,
-            )
-            .await;
-        let iterator = match at {
+        let iterator = match self.iterator_at(stream, shard, offset).await {
             Ok(it) => it,
-            Err(e) if refused(&e) => {
-                let Some(before) = offset.predecessor() else {
-                    return Ok(None);
-                };
-                match self
-                    .iterator(
-                        stream,
-                        shard,
-                        ShardIteratorType::AfterSequenceNumber,
-                        Some(&before),
-                        None,
-                    )
-                    .await
-                {
-                    Ok(it) => it,
-                    Err(e) if refused(&e) => return Ok(None),
-                    Err(e) => return Err(e),
-                }
-            }
+            Err(e) if refused(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
         Ok(iterator.map(|it| (Some(it), false)))
@@ -696,28 +705,20 @@ impl Connection {
             let (earliest, latest) = self.range(stream, shard_id).await?;
             return Ok((earliest, Some(latest)));
         }
-        let shard = self.shard(stream, shard_id).await?;
-        let range = shard.sequence_number_range().ok_or_else(|| {
-            SupplierError::Client(format!("shard `{shard_id}` has no sequence number range"))
-        })?;
-        let start = parse_sequence(range.starting_sequence_number())?;
-        let closed = range.ending_sequence_number().is_some();
-        let horizon = self
-            .iterator(stream, shard_id, ShardIteratorType::TrimHorizon, None, None)
-            .await?;
-        let earliest = self
-            .first_record_from(stream, horizon, false)
-            .await?
-            .unwrap_or(start);
-        Ok((earliest, closed.then_some(KinesisSequence::EndOfShard)))
+        let (start, closed, earliest) = self.shard_start(stream, shard_id).await?;
+        Ok((
+            earliest.unwrap_or(start),
+            closed.then_some(KinesisSequence::EndOfShard),
+        ))
     }
 
-    /// `(earliest, latest, closed)` of a shard: see the module documentation.
-    async fn range(
+    /// A shard's starting sequence number (from its range), whether it is closed, and its first
+    /// record's sequence number from the trim horizon (`None`: no record left).
+    async fn shard_start(
         &self,
         stream: &str,
         shard_id: &str,
-    ) -> Result<(KinesisSequence, KinesisSequence), KinesisSupplierError> {
+    ) -> Result<(KinesisSequence, bool, Option<KinesisSequence>), KinesisSupplierError> {
         let shard = self.shard(stream, shard_id).await?;
         let range = shard.sequence_number_range().ok_or_else(|| {
             SupplierError::Client(format!("shard `{shard_id}` has no sequence number range"))
@@ -728,6 +729,16 @@ impl Connection {
             .iterator(stream, shard_id, ShardIteratorType::TrimHorizon, None, None)
             .await?;
         let earliest = self.first_record_from(stream, horizon, false).await?;
+        Ok((start, closed, earliest))
+    }
+
+    /// `(earliest, latest, closed)` of a shard: see the module documentation.
+    async fn range(
+        &self,
+        stream: &str,
+        shard_id: &str,
+    ) -> Result<(KinesisSequence, KinesisSequence), KinesisSupplierError> {
+        let (start, closed, earliest) = self.shard_start(stream, shard_id).await?;
         let Some(earliest) = earliest else {
             // Empty: a closed empty shard is fully read from the start.
             let latest = if closed {
@@ -1301,33 +1312,7 @@ impl KinesisRecordSupplier {
             // `AT_SEQUENCE_NUMBER o` reads from `o` when `o` is a record's sequence number (a
             // stored start offset, a shard's start); a position `s + 1` is no record's number, and
             // Kinesis may reject it as not of this shard, so `AFTER_SEQUENCE_NUMBER s` then.
-            Some(position) => {
-                let at = connection
-                    .iterator(
-                        stream,
-                        shard,
-                        ShardIteratorType::AtSequenceNumber,
-                        Some(position),
-                        None,
-                    )
-                    .await;
-                match (at, position.predecessor()) {
-                    (Err(SupplierError::Client(m)), Some(before))
-                        if m.contains("InvalidArgumentException") =>
-                    {
-                        connection
-                            .iterator(
-                                stream,
-                                shard,
-                                ShardIteratorType::AfterSequenceNumber,
-                                Some(&before),
-                                None,
-                            )
-                            .await
-                    }
-                    (at, _) => at,
-                }
-            }
+            Some(position) => connection.iterator_at(stream, shard, position).await,
         }
     }
 
