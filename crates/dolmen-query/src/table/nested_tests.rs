@@ -94,16 +94,6 @@ async fn publish(f: &Fixture, ds: &str, day: &str, docs: &[Option<&str>], shredd
     f.view.refresh().await.unwrap();
 }
 
-async fn plan(f: &Fixture, sql: &str) -> String {
-    f.query(&format!("EXPLAIN {sql}"))
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .iter()
-        .map(|r| r.join(" "))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// `shredded`: both days shredded; `text`: neither payload lists paths (segments written
 /// before shredding); `mixed`: only the first day's does.
 async fn fixture() -> Fixture {
@@ -197,11 +187,11 @@ fn parses_text(plan: &str) -> bool {
 async fn plans_read_sub_columns_only_where_every_segment_has_them() {
     let f = fixture().await;
     let filter = "SELECT COUNT(*) FROM {t} WHERE JSON_VALUE(j, '$.a') = 'v1'";
-    let shredded = plan(&f, &filter.replace("{t}", "shredded")).await;
+    let shredded = f.explain(&filter.replace("{t}", "shredded")).await;
     assert!(shredded.contains("__dolmen_nested:j/a"), "{shredded}");
     assert!(!parses_text(&shredded), "{shredded}");
     for t in ["text", "mixed"] {
-        let p = plan(&f, &filter.replace("{t}", t)).await;
+        let p = f.explain(&filter.replace("{t}", t)).await;
         assert!(!p.contains("__dolmen_nested"), "{t}: {p}");
         assert!(parses_text(&p), "{t}: {p}");
     }
@@ -211,7 +201,7 @@ async fn plans_read_sub_columns_only_where_every_segment_has_them() {
         "SELECT JSON_VALUE(j, '$.arr[0]') FROM shredded",
         "SELECT JSON_VALUE(j, '$.m') FROM shredded",
     ] {
-        let p = plan(&f, q).await;
+        let p = f.explain(q).await;
         assert!(parses_text(&p), "{q}: {p}");
     }
     // A path the second day lacks ($.t): that day lists all its paths, so its rows are null.
@@ -221,7 +211,7 @@ async fn plans_read_sub_columns_only_where_every_segment_has_them() {
         "SELECT JSON_VALUE(j, '$.b' RETURNING BIGINT), JSON_VALUE(j, '$.d') FROM shredded",
         "SELECT JSON_VALUE(j, '$.c.d') AS k, COUNT(*) FROM shredded GROUP BY 1",
     ] {
-        let p = plan(&f, q).await;
+        let p = f.explain(q).await;
         assert!(
             p.contains("__dolmen_nested:j/") && !parses_text(&p),
             "{q}: {p}"
@@ -229,9 +219,7 @@ async fn plans_read_sub_columns_only_where_every_segment_has_them() {
     }
     // Grouping by a string sub-column is grouping by a scan column: by dictionary id, as for a
     // plain string dimension (crate::dictionary).
-    let p = plan(
-        &f,
-        "SELECT JSON_VALUE(j, '$.a') AS a, COUNT(*) AS c FROM shredded GROUP BY 1 ORDER BY 2 DESC",
+    let p = f.explain("SELECT JSON_VALUE(j, '$.a') AS a, COUNT(*) AS c FROM shredded GROUP BY 1 ORDER BY 2 DESC",
     )
     .await;
     assert!(p.contains("DictionaryGroupAggregateExec"), "{p}");
@@ -243,9 +231,13 @@ async fn plans_read_sub_columns_only_where_every_segment_has_them() {
         Some(r#"{"a":"v5","fs":"x"}"#),
     ];
     publish(&f, "incomplete", "2024-01-02", &mixed, true).await;
-    let p = plan(&f, "SELECT JSON_VALUE(j, '$.t') FROM incomplete").await;
+    let p = f
+        .explain("SELECT JSON_VALUE(j, '$.t') FROM incomplete")
+        .await;
     assert!(parses_text(&p), "{p}");
-    let p = plan(&f, "SELECT JSON_VALUE(j, '$.a') FROM incomplete").await;
+    let p = f
+        .explain("SELECT JSON_VALUE(j, '$.a') FROM incomplete")
+        .await;
     assert!(!parses_text(&p), "{p}");
     // The hidden columns never show in the table's columns.
     let star = f.query("SELECT * FROM shredded LIMIT 1").await.unwrap();

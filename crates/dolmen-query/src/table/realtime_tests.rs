@@ -180,6 +180,20 @@ impl Fixture {
         self.query_with(sql, None).await
     }
 
+    /// The `EXPLAIN` output of `sql`, one line per row.
+    pub(super) async fn explain(&self, sql: &str) -> String {
+        self.query(&format!("EXPLAIN {sql}"))
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .iter()
+            .map(|r| r.join(" "))
+            .collect::<Vec<_>>()
+            .join(
+                "
+",
+            )
+    }
+
     /// [`Self::query`] with a query context.
     pub(super) async fn query_with(
         &self,

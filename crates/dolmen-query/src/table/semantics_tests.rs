@@ -13,17 +13,6 @@ async fn column(f: &Fixture, sql: &str) -> Vec<String> {
         .collect()
 }
 
-/// The `EXPLAIN` output of `sql`, one line per row.
-async fn plan_text(f: &Fixture, sql: &str) -> String {
-    f.query(&format!("EXPLAIN {sql}"))
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .iter()
-        .map(|r| r.join(" "))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Druid sorts NULL first ascending and last descending (`calcite/tests/window/
 /// orderByDescNulls.sqlTest`: `ORDER BY cityName NULLS FIRST` is a plain ascending sort, and
 /// the null cities get row numbers 1..6), and rejects the other placements
@@ -162,9 +151,11 @@ async fn plain_scans_return_rows_in_time_order() {
         .await,
         ["1"]
     );
-    let text = plan_text(&f, "SELECT page, SUM(added) FROM rt GROUP BY page").await;
+    let text = f
+        .explain("SELECT page, SUM(added) FROM rt GROUP BY page")
+        .await;
     assert!(!text.contains("OrderedConcatExec"), "{text}");
-    let text = plan_text(&f, "SELECT page FROM rt LIMIT 1").await;
+    let text = f.explain("SELECT page FROM rt LIMIT 1").await;
     assert!(text.contains("OrderedConcatExec"), "{text}");
 }
 
