@@ -609,20 +609,35 @@ impl GroupState {
         let column = batch.column(self.group_index);
         let group_ids: Vec<usize> = match column.as_dictionary_opt::<Int32Type>() {
             Some(dict) => {
-                if self.memo.get(dict.values()).is_none() {
-                    let ids = self.group_ids(dict.values())?;
-                    self.memo.set(dict.values(), ids);
-                }
+                // A value gets its group when a row holds it: a dictionary also lists values
+                // whose rows were filtered out (a row selection, a `FilterExec` below), and
+                // those must not become groups.
+                let values = dict.values();
+                let mut ids = self
+                    .memo
+                    .take(values)
+                    .unwrap_or_else(|| vec![UNASSIGNED; values.len()]);
+                let mut strings: Option<ArrayRef> = None;
                 let keys = dict.keys();
-                let null_group = (keys.null_count() > 0).then(|| self.group_of(None));
-                let ids = self.memo.get(dict.values()).unwrap_or_default();
-                match null_group {
-                    None => keys.values().iter().map(|k| ids[*k as usize]).collect(),
-                    Some(null_group) => keys
-                        .iter()
-                        .map(|k| k.map_or(null_group, |k| ids[k as usize]))
-                        .collect(),
+                let mut out = Vec::with_capacity(keys.len());
+                for i in 0..keys.len() {
+                    if keys.is_null(i) {
+                        out.push(self.group_of(None));
+                        continue;
+                    }
+                    let k = keys.value(i) as usize;
+                    if ids[k] == UNASSIGNED {
+                        let s = match &strings {
+                            Some(s) => s,
+                            None => strings.insert(cast(values, &DataType::Utf8)?),
+                        };
+                        let s = s.as_string::<i32>();
+                        ids[k] = self.group_of(s.is_valid(k).then(|| s.value(k)));
+                    }
+                    out.push(ids[k]);
                 }
+                self.memo.set(values, ids);
+                out
             }
             // A file that lacks the column yields nulls of the table type; anything else is
             // taken value by value.
@@ -668,6 +683,9 @@ impl GroupState {
     }
 }
 
+/// The group id of a dictionary value no row has shown yet.
+const UNASSIGNED: usize = usize::MAX;
+
 /// One result per value of the last dictionary an operator saw, reused while the dictionary
 /// stays the same: the Parquet reader hands out one dictionary for every batch of a column
 /// chunk, so per-value work (group lookups, hashes) is done once per column chunk. The values
@@ -689,6 +707,18 @@ impl<T> DictionaryMemo<T> {
         match &self.last {
             Some((seen, results)) if same_buffers(seen, values) => Some(results),
             _ => None,
+        }
+    }
+
+    /// Takes the results for `values` out if they are the remembered dictionary's (to be
+    /// updated and [`set`](Self::set) again).
+    pub(crate) fn take(&mut self, values: &ArrayRef) -> Option<Vec<T>> {
+        match self.last.take() {
+            Some((seen, results)) if same_buffers(&seen, values) => Some(results),
+            other => {
+                self.last = other;
+                None
+            }
         }
     }
 

@@ -416,9 +416,21 @@ impl TableProvider for DatasourceTable {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        // Filters are used for segment pruning and Parquet statistics; DataFusion still applies
-        // them to the rows.
-        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+        // `string_column = 'literal'` is answered by the scan itself: exactly by the value
+        // indexes where every file has a sorted one for the column, by a filter inside the
+        // scan elsewhere ([`DatasourceTable::scan`]), so the column is not read only to be
+        // compared again. Other filters are used for segment pruning and Parquet statistics;
+        // DataFusion still applies them to the rows.
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if exact_equality(f, &self.schema).is_some() {
+                    TableProviderFilterPushDown::Exact
+                } else {
+                    TableProviderFilterPushDown::Inexact
+                }
+            })
+            .collect())
     }
 
     async fn scan(
@@ -450,15 +462,25 @@ impl TableProvider for DatasourceTable {
         if entries.is_empty() && hydrants.is_empty() {
             return Ok(Arc::new(EmptyExec::new(projected_schema)));
         }
-        // Physical predicate for Parquet row-group and page pruning.
-        let predicate = match filters.iter().cloned().reduce(|a, b| a.and(b)) {
-            Some(f) => {
-                let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
-                state.create_physical_expr(f, &df_schema).ok()
-            }
-            None => None,
+        // The equalities pushed down exactly (see `supports_filters_pushdown`): this scan
+        // answers them, from sorted value indexes or with a filter of its own.
+        let (exact, rest): (Vec<&Expr>, Vec<&Expr>) = filters
+            .iter()
+            .partition(|f| exact_equality(f, &self.schema).is_some());
+        let equalities: Vec<(String, String)> = exact
+            .iter()
+            .filter_map(|f| exact_equality(f, &self.schema))
+            .collect();
+        // Physical predicates for Parquet row-group and page pruning: every filter for files
+        // read with a filter, the others for files whose indexes answered the equalities.
+        let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
+        let conjunction = |fs: &[&Expr]| -> Option<Arc<dyn PhysicalExpr>> {
+            let f = fs.iter().map(|f| (*f).clone()).reduce(|a, b| a.and(b))?;
+            state.create_physical_expr(f, &df_schema).ok()
         };
-        let equalities = string_equalities(filters, &self.schema);
+        let predicate = conjunction(&filters.iter().collect::<Vec<_>>());
+        let rest_predicate = conjunction(&rest);
+        let exact: Vec<Expr> = exact.into_iter().cloned().collect();
         // Parquet footers (and page indexes) of segment files are cached in the runtime's
         // file-metadata cache: segment files are immutable, so a hot query does not re-read them.
         let runtime = state.runtime_env();
@@ -519,10 +541,19 @@ impl TableProvider for DatasourceTable {
         if let Some(indexes) = &self.indexes {
             futures::future::join_all(loaded.iter().map(|(_, _, path)| indexes.load(path))).await;
         }
-        let selections: Vec<IndexSelection> = loaded
+        let selections: Vec<(IndexSelection, bool)> = loaded
             .iter()
             .map(|(_, _, path)| self.index_selection(path, &equalities))
             .collect();
+        // A file whose indexes answered every equality exactly, with no other filter left to
+        // prune by, reads exactly the rows it counts.
+        let selected_rows = |n: usize, covered: bool| {
+            if covered && rest_predicate.is_none() {
+                Precision::Exact(n)
+            } else {
+                Precision::Inexact(n)
+            }
+        };
         // Each local file's Arrow schema, with the string columns that are dictionary-encoded
         // throughout (remembered per file; [`crate::dictionary`] reads those as dictionaries
         // for aggregations).
@@ -536,8 +567,9 @@ impl TableProvider for DatasourceTable {
                 }
                 None => vec![None; loaded.len()],
             };
-        let mut per_entry: Vec<Vec<PartitionedFile>> = vec![Vec::new(); entries.len()];
-        for (((i, s, path), selection), file_schema) in
+        // Files by timeline entry, each with whether its indexes answered the equalities.
+        let mut per_entry: Vec<Vec<(PartitionedFile, bool)>> = vec![Vec::new(); entries.len()];
+        for (((i, s, path), (selection, covered)), file_schema) in
             loaded.into_iter().zip(selections).zip(file_schemas)
         {
             // The segment's row count is exact (recorded at publish), so an unfiltered
@@ -552,18 +584,21 @@ impl TableProvider for DatasourceTable {
             // without; its metadata marks the file as a segment file for crate::dictionary.
             file.arrow_schema = file_schema;
             match selection {
-                IndexSelection::All => per_entry[i].push(file.with_statistics(Arc::new(stats))),
+                IndexSelection::All => {
+                    per_entry[i].push((file.with_statistics(Arc::new(stats)), covered));
+                }
                 // No row of the segment matches: not read at all.
                 IndexSelection::NoRows => {}
                 IndexSelection::Rows(selection, n) => {
                     let stats = Statistics {
-                        num_rows: Precision::Inexact(n),
+                        num_rows: selected_rows(n, covered),
                         ..stats
                     };
-                    per_entry[i].push(
+                    per_entry[i].push((
                         file.with_statistics(Arc::new(stats))
                             .with_extension(ParquetRowSelection::new(selection)),
-                    );
+                        covered,
+                    ));
                 }
             }
         }
@@ -580,7 +615,8 @@ impl TableProvider for DatasourceTable {
             }))
             .await;
         }
-        let mut per_entry_remote: Vec<Vec<PartitionedFile>> = vec![Vec::new(); entries.len()];
+        let mut per_entry_remote: Vec<Vec<(PartitionedFile, bool)>> =
+            vec![Vec::new(); entries.len()];
         for ((i, s, key, _), id) in remote.into_iter().zip(&remote_ids) {
             let stats = Statistics {
                 num_rows: Precision::Exact(usize::try_from(s.num_rows).unwrap_or(usize::MAX)),
@@ -588,20 +624,22 @@ impl TableProvider for DatasourceTable {
                 column_statistics: Statistics::unknown_column(&self.schema),
             };
             let file = PartitionedFile::new(key, s.size);
-            match self.index_selection(id, &equalities) {
+            let (selection, covered) = self.index_selection(id, &equalities);
+            match selection {
                 IndexSelection::All => {
-                    per_entry_remote[i].push(file.with_statistics(Arc::new(stats)));
+                    per_entry_remote[i].push((file.with_statistics(Arc::new(stats)), covered));
                 }
                 IndexSelection::NoRows => {}
                 IndexSelection::Rows(selection, n) => {
                     let stats = Statistics {
-                        num_rows: Precision::Inexact(n),
+                        num_rows: selected_rows(n, covered),
                         ..stats
                     };
-                    per_entry_remote[i].push(
+                    per_entry_remote[i].push((
                         file.with_statistics(Arc::new(stats))
                             .with_extension(ParquetRowSelection::new(selection)),
-                    );
+                        covered,
+                    ));
                 }
             }
         }
@@ -616,23 +654,32 @@ impl TableProvider for DatasourceTable {
         });
         // The scans in time order (`crate::scan_order`: a plain scan reads them, and each
         // one's partitions, one after the other): consecutive whole entries read from the same
-        // store share one scan; an entry visible over only part of its time chunk is a scan of
-        // its own, restricted to the visible part.
-        let mut runs: Vec<(bool, Option<&TimelineEntry>, Vec<PartitionedFile>)> = Vec::new();
+        // store, and answered by their indexes alike, share one scan; an entry visible over
+        // only part of its time chunk is a scan of its own, restricted to the visible part.
+        type Run<'e> = (bool, bool, Option<&'e TimelineEntry>, Vec<PartitionedFile>);
+        let mut runs: Vec<Run<'_>> = Vec::new();
         for ((e, local_files), remote_files) in entries.iter().zip(per_entry).zip(per_entry_remote)
         {
             for (is_remote, files) in [(false, local_files), (true, remote_files)] {
-                if files.is_empty() {
-                    continue;
-                }
-                match runs.last_mut() {
-                    Some((r, None, run)) if *r == is_remote && e.is_whole() => run.extend(files),
-                    _ => runs.push((is_remote, (!e.is_whole()).then_some(*e), files)),
+                for (file, covered) in files {
+                    match runs.last_mut() {
+                        Some((r, c, None, run))
+                            if *r == is_remote && *c == covered && e.is_whole() =>
+                        {
+                            run.push(file);
+                        }
+                        _ => runs.push((
+                            is_remote,
+                            covered,
+                            (!e.is_whole()).then_some(*e),
+                            vec![file],
+                        )),
+                    }
                 }
             }
         }
         let mut plans: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
-        for (is_remote, partial, files) in runs {
+        for (is_remote, covered, partial, files) in runs {
             let Some((url, factory)) = (if is_remote {
                 remote.as_ref()
             } else {
@@ -644,28 +691,38 @@ impl TableProvider for DatasourceTable {
                 url,
                 reader_factory: factory,
             };
-            match partial {
-                None => plans.push(self.parquet_scan(
-                    &scan,
-                    files,
-                    target,
-                    projection,
-                    predicate.clone(),
-                    limit,
-                )?),
-                Some(e) => {
-                    // Read all columns needed for the time restriction, then project.
-                    let scan = self.parquet_scan(&scan, files, 1, None, predicate.clone(), None)?;
-                    let filter =
-                        FilterExecBuilder::new(time_restriction(&self.schema, e.interval)?, scan)
-                            .apply_projection(projection.cloned())?
-                            .build()?;
-                    plans.push(Arc::new(filter));
-                }
+            // Files whose indexes answered the equalities need only the other filters to
+            // prune by; the others apply the equalities here.
+            let (pruning, apply): (_, &[Expr]) = if covered {
+                (rest_predicate.clone(), &[])
+            } else {
+                (predicate.clone(), &exact)
+            };
+            let time = partial.map(|e| e.interval);
+            if apply.is_empty() && time.is_none() {
+                plans.push(self.parquet_scan(&scan, files, target, projection, pruning, limit)?);
+            } else {
+                // An entry visible over part of its chunk is one scan (its partitions in order).
+                let partitions = if time.is_some() { 1 } else { target };
+                plans.push(
+                    self.filtered_scan(state, projection, apply, time, |columns| {
+                        self.parquet_scan(&scan, files, partitions, columns, pruning, None)
+                    })?,
+                );
             }
         }
         if !hydrants.is_empty() {
-            plans.push(self.hydrant_scan(state, hydrants, target, projection, predicate, limit)?);
+            if exact.is_empty() {
+                plans.push(
+                    self.hydrant_scan(state, hydrants, target, projection, predicate, limit)?,
+                );
+            } else {
+                plans.push(
+                    self.filtered_scan(state, projection, &exact, None, |columns| {
+                        self.hydrant_scan(state, hydrants, target, columns, predicate, None)
+                    })?,
+                );
+            }
         }
         if plans.is_empty() {
             return Ok(Arc::new(EmptyExec::new(projected_schema)));
@@ -737,20 +794,26 @@ enum IndexSelection {
 impl DatasourceTable {
     /// Rows of the segment file at `path` matching every `column = value` in `equalities`,
     /// from the value indexes loaded for it (the whole file when there are none).
+    ///
+    /// With it, whether the indexes answered every equality exactly (a sorted index for each
+    /// column: no equality left to check on the rows); trivially so when there are none.
     fn index_selection(
         &self,
         path: &std::path::Path,
         equalities: &[(String, String)],
-    ) -> IndexSelection {
+    ) -> (IndexSelection, bool) {
         let Some(indexes) = &self.indexes else {
-            return IndexSelection::All;
+            return (IndexSelection::All, equalities.is_empty());
         };
         let mut rows: Option<Vec<u32>> = None;
         let mut total = 0;
+        let mut covered = true;
         for (column, value) in equalities {
             let Some(Some(index)) = indexes.peek(path, column) else {
+                covered = false;
                 continue;
             };
+            covered &= !index.is_hashed();
             total = index.num_rows();
             let matching = index.rows_equal(value);
             rows = Some(match rows {
@@ -758,47 +821,100 @@ impl DatasourceTable {
                 Some(r) => crate::index::intersect(&r, &matching),
             });
             if rows.as_ref().is_some_and(Vec::is_empty) {
-                return IndexSelection::NoRows;
+                // No row can match: whatever the other columns' indexes say.
+                return (IndexSelection::NoRows, true);
             }
         }
-        match rows {
+        let selection = match rows {
             None => IndexSelection::All,
             Some(r) if r.is_empty() => IndexSelection::NoRows,
             Some(r) => IndexSelection::Rows(crate::index::row_selection(&r, total), r.len()),
+        };
+        (selection, covered)
+    }
+
+    /// A scan that applies `exprs` (over this table's columns) and, with `time`, keeps the rows
+    /// of that interval, then projects to `projection`: `scan` is called with the columns
+    /// to read (the projection and the filters' columns, in table order).
+    ///
+    /// # Errors
+    /// Planning errors of the filter expressions or of `scan`.
+    fn filtered_scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        exprs: &[Expr],
+        time: Option<Interval>,
+        scan: impl FnOnce(Option<&Vec<usize>>) -> Result<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let mut columns: std::collections::BTreeSet<usize> = wanted.iter().copied().collect();
+        for e in exprs {
+            for c in e.column_refs() {
+                columns.insert(self.schema.index_of(&c.name)?);
+            }
         }
+        if time.is_some() {
+            columns.insert(self.schema.index_of(TIME_COLUMN)?);
+        }
+        let columns: Vec<usize> = columns.into_iter().collect();
+        let read = Arc::new(self.schema.project(&columns)?);
+        let mut condition: Option<Arc<dyn PhysicalExpr>> =
+            match exprs.iter().cloned().reduce(|a, b| a.and(b)) {
+                Some(f) => Some(
+                    state.create_physical_expr(f, &DFSchema::try_from(read.as_ref().clone())?)?,
+                ),
+                None => None,
+            };
+        if let Some(iv) = time {
+            let within = time_restriction(&read, iv)?;
+            condition = Some(match condition {
+                Some(c) => Arc::new(PhysBinary::new(c, Operator::And, within)),
+                None => within,
+            });
+        }
+        let input = scan(Some(&columns))?;
+        let Some(condition) = condition else {
+            return Ok(input);
+        };
+        // Where each wanted column sits among the columns read.
+        let positions: Vec<usize> = wanted
+            .iter()
+            .map(|w| columns.binary_search(w).unwrap_or_default())
+            .collect();
+        Ok(Arc::new(
+            FilterExecBuilder::new(condition, input)
+                .apply_projection(Some(positions))?
+                .build()?,
+        ))
     }
 }
 
-/// `column = 'literal'` conjuncts of `filters` on plain (not multi-value) string columns of
-/// `schema`, as `(column, value)` pairs.
-fn string_equalities(filters: &[Expr], schema: &Schema) -> Vec<(String, String)> {
-    let mut conjuncts = Vec::new();
-    for f in filters {
-        split_conjunction(f, &mut conjuncts);
-    }
-    let mut out = Vec::new();
-    for c in conjuncts {
-        let Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: Operator::Eq,
-            right,
-        }) = c
-        else {
-            continue;
-        };
-        let pair = match (left.as_ref(), right.as_ref()) {
-            (Expr::Column(col), Expr::Literal(ScalarValue::Utf8(Some(v)), _))
-            | (Expr::Literal(ScalarValue::Utf8(Some(v)), _), Expr::Column(col)) => (col, v),
-            _ => continue,
-        };
-        let is_plain_string = schema
-            .field_with_name(&pair.0.name)
-            .is_ok_and(|f| f.data_type() == &DataType::Utf8);
-        if is_plain_string && pair.0.name != TIME_COLUMN {
-            out.push((pair.0.name.clone(), pair.1.clone()));
-        }
-    }
-    out
+/// `(column, value)` when `filter` is `column = 'literal'` on a plain (not multi-value) string
+/// column of `schema` other than `__time`: the filters a segment scan answers itself
+/// (`Exact` pushdown), by value indexes or by a filter of its own. A fixed point of
+/// DataFusion's simplifications, so the scan recognises the filters it accepted.
+fn exact_equality(filter: &Expr, schema: &Schema) -> Option<(String, String)> {
+    let Expr::BinaryExpr(BinaryExpr {
+        left,
+        op: Operator::Eq,
+        right,
+    }) = filter
+    else {
+        return None;
+    };
+    let (col, v) = match (left.as_ref(), right.as_ref()) {
+        (Expr::Column(col), Expr::Literal(ScalarValue::Utf8(Some(v)), _))
+        | (Expr::Literal(ScalarValue::Utf8(Some(v)), _), Expr::Column(col)) => (col, v),
+        _ => return None,
+    };
+    let is_plain_string = schema
+        .field_with_name(&col.name)
+        .is_ok_and(|f| f.data_type() == &DataType::Utf8);
+    (is_plain_string && col.name != TIME_COLUMN).then(|| (col.name.clone(), v.clone()))
 }
 
 /// The object store segment files of one scan are read from: the local filesystem (the segment
@@ -1000,6 +1116,9 @@ mod semantics_tests;
 
 #[cfg(test)]
 mod nested_tests;
+
+#[cfg(test)]
+mod equality_tests;
 
 #[cfg(test)]
 mod tests {
