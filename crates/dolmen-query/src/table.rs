@@ -14,9 +14,11 @@
 //! gives each partition a contiguous run of them, so that reading the partitions in turn reads
 //! the segments in time order, as Druid's scan does ([`crate::scan_order`]).
 //!
-//! Equality filters on string dimensions (`dim = 'value'`, in a conjunction) go through the
-//! value indexes of [`crate::index`]: a segment without the value is not read, and one with it
-//! is read through a row selection of the matching rows only.
+//! Equality filters on string dimensions (`dim = 'value'`, `dim IN (..)`, in a conjunction)
+//! and array filters on multi-value and array columns (`ARRAY_CONTAINS`, `ARRAY_OVERLAP`,
+//! `MV_CONTAINS`, `MV_OVERLAP`, and `mv = 'value'`: [`crate::index::IndexPredicate`]) go through
+//! the value indexes of [`crate::index`]: a segment without the value is not read, and one with
+//! it is read through a row selection of the matching rows only.
 //!
 //! Multi-value string dimensions (`SegmentColumn::multi_value`) are `List<Utf8>` columns whose
 //! field carries [`dolmen_segment::MULTI_VALUE_METADATA_KEY`], so result writers report them as
@@ -68,7 +70,7 @@ use dolmen_storage::SegmentLocation;
 use dolmen_storage::{DataSourceSnapshot, Hydrant, SegmentCache, SegmentView};
 use parquet::arrow::arrow_reader::RowSelection;
 
-use crate::index::ValueIndexes;
+use crate::index::{IndexPredicate, ValueIndexes, split_conjunction};
 
 /// Session extension: read used segments that are not in the segment cache straight from deep
 /// storage instead of loading them into the cache first (issue "query from deep storage";
@@ -458,7 +460,7 @@ impl TableProvider for DatasourceTable {
             }
             None => None,
         };
-        let equalities = string_equalities(filters, &self.schema);
+        let predicates = IndexPredicate::from_filters(filters, &self.schema);
         // Parquet footers (and page indexes) of segment files are cached in the runtime's
         // file-metadata cache: segment files are immutable, so a hot query does not re-read them.
         let runtime = state.runtime_env();
@@ -521,7 +523,7 @@ impl TableProvider for DatasourceTable {
         }
         let selections: Vec<IndexSelection> = loaded
             .iter()
-            .map(|(_, _, path)| self.index_selection(path, &equalities))
+            .map(|(_, _, path)| self.index_selection(path, &predicates))
             .collect();
         // Each local file's Arrow schema, with the string columns that are dictionary-encoded
         // throughout (remembered per file; [`crate::dictionary`] reads those as dictionaries
@@ -588,7 +590,7 @@ impl TableProvider for DatasourceTable {
                 column_statistics: Statistics::unknown_column(&self.schema),
             };
             let file = PartitionedFile::new(key, s.size);
-            match self.index_selection(id, &equalities) {
+            match self.index_selection(id, &predicates) {
                 IndexSelection::All => {
                     per_entry_remote[i].push(file.with_statistics(Arc::new(stats)));
                 }
@@ -735,70 +737,47 @@ enum IndexSelection {
 }
 
 impl DatasourceTable {
-    /// Rows of the segment file at `path` matching every `column = value` in `equalities`,
-    /// from the value indexes loaded for it (the whole file when there are none).
+    /// Rows of the segment file at `path` that may match every one of `predicates` (equality
+    /// and array filters, [`IndexPredicate`]), from the value indexes loaded for it (the whole
+    /// file when there are none).
     fn index_selection(
         &self,
         path: &std::path::Path,
-        equalities: &[(String, String)],
+        predicates: &[IndexPredicate],
     ) -> IndexSelection {
         let Some(indexes) = &self.indexes else {
             return IndexSelection::All;
         };
         let mut rows: Option<Vec<u32>> = None;
         let mut total = 0;
-        for (column, value) in equalities {
-            let Some(Some(index)) = indexes.peek(path, column) else {
+        for p in predicates {
+            let Some(Some(index)) = indexes.peek(path, &p.column) else {
+                continue;
+            };
+            let Some(matching) = p.rows(&index) else {
                 continue;
             };
             total = index.num_rows();
-            let matching = index.rows_equal(value);
             rows = Some(match rows {
                 None => matching,
                 Some(r) => crate::index::intersect(&r, &matching),
             });
             if rows.as_ref().is_some_and(Vec::is_empty) {
-                return IndexSelection::NoRows;
+                break;
             }
         }
         match rows {
             None => IndexSelection::All,
-            Some(r) if r.is_empty() => IndexSelection::NoRows,
-            Some(r) => IndexSelection::Rows(crate::index::row_selection(&r, total), r.len()),
+            Some(r) if r.is_empty() => {
+                indexes.note_rows_skipped(total);
+                IndexSelection::NoRows
+            }
+            Some(r) => {
+                indexes.note_rows_skipped(total - r.len());
+                IndexSelection::Rows(crate::index::row_selection(&r, total), r.len())
+            }
         }
     }
-}
-
-/// `column = 'literal'` conjuncts of `filters` on plain (not multi-value) string columns of
-/// `schema`, as `(column, value)` pairs.
-fn string_equalities(filters: &[Expr], schema: &Schema) -> Vec<(String, String)> {
-    let mut conjuncts = Vec::new();
-    for f in filters {
-        split_conjunction(f, &mut conjuncts);
-    }
-    let mut out = Vec::new();
-    for c in conjuncts {
-        let Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: Operator::Eq,
-            right,
-        }) = c
-        else {
-            continue;
-        };
-        let pair = match (left.as_ref(), right.as_ref()) {
-            (Expr::Column(col), Expr::Literal(ScalarValue::Utf8(Some(v)), _))
-            | (Expr::Literal(ScalarValue::Utf8(Some(v)), _), Expr::Column(col)) => (col, v),
-            _ => continue,
-        };
-        let is_plain_string = schema
-            .field_with_name(&pair.0.name)
-            .is_ok_and(|f| f.data_type() == &DataType::Utf8);
-        if is_plain_string && pair.0.name != TIME_COLUMN {
-            out.push((pair.0.name.clone(), pair.1.clone()));
-        }
-    }
-    out
 }
 
 /// The object store segment files of one scan are read from: the local filesystem (the segment
@@ -936,20 +915,6 @@ pub fn time_ranges(filters: &[Expr]) -> Vec<Interval> {
     vec![Interval { start: lo, end: hi }]
 }
 
-fn split_conjunction<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-    match e {
-        Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: Operator::And,
-            right,
-        }) => {
-            split_conjunction(left, out);
-            split_conjunction(right, out);
-        }
-        other => out.push(other),
-    }
-}
-
 fn is_time_column(e: &Expr) -> bool {
     match e {
         Expr::Column(c) => c.name == TIME_COLUMN,
@@ -1000,6 +965,9 @@ mod semantics_tests;
 
 #[cfg(test)]
 mod nested_tests;
+
+#[cfg(test)]
+mod array_index_tests;
 
 #[cfg(test)]
 mod tests {
