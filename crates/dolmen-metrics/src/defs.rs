@@ -9,9 +9,10 @@
 //! Druid's `TaskSlotCountStatsMonitor` with the dimension `category`. Dolmen exposes them as
 //! gauges (they are snapshots), with the help text of Druid's metrics documentation.
 //!
-//! Two are Dolmen's own (Druid builds its indexes inside the segment, so it has none):
+//! Three are Dolmen's own (Druid builds its indexes inside the segment, so it has none):
 //! `segment/valueIndex/loaded` and `segment/valueIndex/built`, gauges of the value indexes
-//! loaded from segment sidecars and built from segment files since start (ADR 0025).
+//! loaded from segment sidecars and built from segment files since start (ADR 0025), and
+//! `segment/valueIndex/rowsSkipped`, the rows scans left unread thanks to them (ADR 0029).
 //!
 //! `ingest/events/thrownAway` has the dimensions `[dataSource]` as in Druid releases up to 34;
 //! Druid's development branch adds `reason`, which Dolmen's row counters do not track.
@@ -112,6 +113,7 @@ defs! {
     SEGMENT_USED = "segment/used", MetricKind::Gauge, ["dataSource", "priority", "tier"], "Bytes used for served segments.";
     SEGMENT_VALUE_INDEX_LOADED = "segment/valueIndex/loaded", MetricKind::Gauge, [], "Column value indexes loaded from the index sidecars of segments since the process started.";
     SEGMENT_VALUE_INDEX_BUILT = "segment/valueIndex/built", MetricKind::Gauge, [], "Segments whose value indexes were built from the segment file (segments without an index sidecar) since the process started; a query never builds them.";
+    SEGMENT_VALUE_INDEX_ROWS_SKIPPED = "segment/valueIndex/rowsSkipped", MetricKind::Gauge, [], "Rows of segment files that query scans left unread since the process started because the value indexes showed no match in them (equality and array filters).";
     TASK_RUN_TIME = "task/run/time", MS, ["dataSource", "taskType"], "Seconds taken to run a task.";
     TASK_SUCCESS_COUNT = "task/success/count", MetricKind::Count, ["dataSource"], "Number of successful tasks per emission period.";
     TASK_FAILED_COUNT = "task/failed/count", MetricKind::Count, ["dataSource"], "Number of failed tasks per emission period.";

@@ -47,6 +47,7 @@ pub struct Snapshot {
     lags: Vec<StreamLag>,
     time_lags: Vec<StreamTimeLag>,
     value_indexes: Option<(u64, u64)>,
+    value_index_rows_skipped: Option<u64>,
 }
 
 impl Snapshot {
@@ -76,6 +77,12 @@ impl Snapshot {
     /// whose indexes were built from the file (`segment/valueIndex/loaded`, `.../built`).
     pub fn value_indexes(&mut self, loaded: u64, built: u64) {
         self.value_indexes = Some((loaded, built));
+    }
+
+    /// Rows of segment files that scans left unread thanks to the value indexes, since start:
+    /// `segment/valueIndex/rowsSkipped`.
+    pub fn value_index_rows_skipped(&mut self, rows: u64) {
+        self.value_index_rows_skipped = Some(rows);
     }
 
     /// The lag of a supervisor's stream: `ingest/kafka/lag` (sum), `maxLag`, `avgLag` (sum
@@ -168,6 +175,11 @@ impl Collector for SnapshotCollector {
             &mut encoder,
             &defs::SEGMENT_VALUE_INDEX_BUILT,
             snap.value_indexes.map(|(_, b)| (vec![], int(b))),
+        )?;
+        gauge_family(
+            &mut encoder,
+            &defs::SEGMENT_VALUE_INDEX_ROWS_SKIPPED,
+            snap.value_index_rows_skipped.map(|r| (vec![], int(r))),
         )?;
         let category = || vec![("category", defs::DEFAULT_WORKER_CATEGORY.to_string())];
         gauge_family(

@@ -24,7 +24,10 @@ use std::sync::{Arc, Mutex};
 use arrow::array::{Array, AsArray, StringArray, UInt32Array};
 use arrow::compute::kernels::cmp::eq;
 use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::expr::InList;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use dolmen_segment::file::SegmentFileError;
 use dolmen_segment::value_index;
 use parquet::arrow::ProjectionMask;
@@ -48,6 +51,11 @@ pub struct ValueIndex {
     /// A hash index (`dolmen_segment::value_index::ColumnValueIndex::hashed`): `values` is
     /// empty and `codes` are value hashes.
     hashed: bool,
+    /// Of an element index (a multi-value string or array column): `codes` are per element,
+    /// and row `r` holds the elements `offsets[r]..offsets[r + 1]`.
+    offsets: Option<Vec<u32>>,
+    /// Of an element index, what its elements were.
+    elements: Option<value_index::ElementKind>,
 }
 
 impl ValueIndex {
@@ -122,6 +130,8 @@ impl ValueIndex {
             codes: UInt32Array::from(codes),
             has_nulls,
             hashed: false,
+            offsets: None,
+            elements: None,
         }))
     }
 
@@ -133,12 +143,24 @@ impl ValueIndex {
             codes: c.codes,
             has_nulls,
             hashed: c.hashed,
+            offsets: c.offsets,
+            elements: c.elements,
         }
     }
 
     /// Rows in the file.
     pub fn num_rows(&self) -> usize {
-        self.codes.len()
+        match &self.offsets {
+            Some(o) => o.len().saturating_sub(1),
+            None => self.codes.len(),
+        }
+    }
+
+    /// Of an element index (a multi-value string or array column, whose rows hold several
+    /// values), what its elements were; `None` for a plain string column (one value per row).
+    /// [`ValueIndex::values`] and [`ValueIndex::has_nulls`] then speak of elements, not rows.
+    pub fn elements(&self) -> Option<value_index::ElementKind> {
+        self.elements
     }
 
     /// Distinct non-null values.
@@ -158,7 +180,9 @@ impl ValueIndex {
 
     /// Memory held, bytes.
     pub fn memory_bytes(&self) -> usize {
-        self.values.get_array_memory_size() + self.codes.get_array_memory_size()
+        self.values.get_array_memory_size()
+            + self.codes.get_array_memory_size()
+            + self.offsets.as_ref().map_or(0, |o| o.capacity() * 4)
     }
 
     /// Whether this is a hash index: [`ValueIndex::rows_equal`] gives candidate rows, and
@@ -167,10 +191,11 @@ impl ValueIndex {
         self.hashed
     }
 
-    /// The row numbers (ascending) whose value equals `value`; of a hash index
-    /// ([`ValueIndex::is_hashed`]), the rows whose value hashes as `value` does: every matching
-    /// row and rarely a few more (the scan's filter, which DataFusion still applies, drops
-    /// them). No row means no match either way.
+    /// The row numbers (ascending) whose value equals `value` (of an element index: that hold
+    /// an element equal to `value`); of a hash index ([`ValueIndex::is_hashed`]), the rows
+    /// whose value hashes as `value` does: every matching row and rarely a few more (the
+    /// scan's filter, which DataFusion still applies, drops them). No row means no match
+    /// either way.
     pub fn rows_equal(&self, value: &str) -> Vec<u32> {
         if self.hashed {
             return self.rows_with_code(value_index::value_hash(value));
@@ -191,16 +216,59 @@ impl ValueIndex {
         self.rows_with_code(lo as u32)
     }
 
+    /// The rows (ascending, each once) holding at least one of `values`: the union of
+    /// [`ValueIndex::rows_equal`].
+    pub fn rows_equal_any(&self, values: &[String]) -> Vec<u32> {
+        let mut rows: Vec<u32> = values.iter().flat_map(|v| self.rows_equal(v)).collect();
+        if values.len() > 1 {
+            rows.sort_unstable();
+            rows.dedup();
+        }
+        rows
+    }
+
+    /// The rows (ascending) holding every one of `values` (an element index), or whose value
+    /// equals each (a plain index: no row unless the values are all equal): the intersection
+    /// of [`ValueIndex::rows_equal`]. Every row when `values` is empty.
+    pub fn rows_equal_all(&self, values: &[String]) -> Vec<u32> {
+        let mut rows: Option<Vec<u32>> = None;
+        for v in values {
+            let matching = self.rows_equal(v);
+            rows = Some(match rows {
+                None => matching,
+                Some(r) => intersect(&r, &matching),
+            });
+            if rows.as_ref().is_some_and(Vec::is_empty) {
+                break;
+            }
+        }
+        rows.unwrap_or_else(|| (0..self.num_rows() as u32).collect())
+    }
+
     fn rows_with_code(&self, code: u32) -> Vec<u32> {
         let code = UInt32Array::new_scalar(code);
-        match eq(&self.codes, &code) {
-            Ok(mask) => mask
-                .values()
-                .set_indices()
-                .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
-                .collect(),
-            Err(_) => Vec::new(),
+        let Ok(mask) = eq(&self.codes, &code) else {
+            return Vec::new();
+        };
+        let positions = mask
+            .values()
+            .set_indices()
+            .map(|i| u32::try_from(i).unwrap_or(u32::MAX));
+        let Some(offsets) = &self.offsets else {
+            return positions.collect();
+        };
+        // Element positions (ascending) to the rows holding them: the last row starting at or
+        // before each, found from the previous one on.
+        let mut rows: Vec<u32> = Vec::new();
+        let mut row = 0usize;
+        for p in positions {
+            row += offsets[row..].partition_point(|start| *start <= p) - 1;
+            let r = u32::try_from(row).unwrap_or(u32::MAX);
+            if rows.last() != Some(&r) {
+                rows.push(r);
+            }
         }
+        rows
     }
 }
 
@@ -239,6 +307,226 @@ pub fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
     out
 }
 
+/// What a scan's filter conjunct asks of one column's value index: the rows holding `values`,
+/// any of them or all of them. The filter stays applied above the scan, so an index answers
+/// with a superset of the matching rows and never less.
+///
+/// | conjunct (column `c`, literal values) | predicate |
+/// |---|---|
+/// | `c = 'x'` (plain string `c`) | all of `[x]` |
+/// | `c IN ('x', 'y')` (plain string `c`) | any of `[x, y]` |
+/// | `ARRAY_CONTAINS(c, v)`, `MV_CONTAINS(c, v)`, `array_has(c, v)`, `array_has_all(c, v)` | all of `v` (a scalar or an array) |
+/// | `ARRAY_OVERLAP(c, v)`, `MV_OVERLAP(c, v)`, `array_has_any(c, v)` (either argument order) | any of `v` |
+///
+/// `c = 'x'` and `c IN (..)` on a multi-value column reach the scan as `array_has` and
+/// `array_has_any` ([`crate::multivalue`]: Druid's "any value matches"). `c` is a string column,
+/// a multi-value string, an `ARRAY<STRING>` (string literals) or an `ARRAY<LONG>` (integer
+/// literals, looked up by their decimal text). Anything else (a null element, which
+/// `MV_CONTAINS(c, ARRAY[NULL])` matches to null rows; an empty array; a literal of another type,
+/// which the function casts; a negation) is not a predicate: the rows are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexPredicate {
+    /// The column.
+    pub column: String,
+    /// The values looked for, as the index holds them (text).
+    pub values: Vec<String>,
+    /// Any of the values (an overlap) rather than all (a containment).
+    pub any: bool,
+    /// What the values are: [`value_index::ElementKind::Long`] for an `ARRAY<LONG>` column.
+    pub kind: value_index::ElementKind,
+    /// Whether the table column is a list (multi-value or array): a plain string column's
+    /// predicate never reads an element index (a file that stored the column as a list reads
+    /// differently).
+    pub list: bool,
+}
+
+impl IndexPredicate {
+    /// The predicates among the conjuncts of `filters` over the table `schema`.
+    pub fn from_filters(filters: &[Expr], schema: &arrow::datatypes::Schema) -> Vec<Self> {
+        let mut conjuncts = Vec::new();
+        for f in filters {
+            split_conjunction(f, &mut conjuncts);
+        }
+        conjuncts
+            .into_iter()
+            .filter_map(|c| Self::from_expr(c, schema))
+            .collect()
+    }
+
+    fn from_expr(e: &Expr, schema: &arrow::datatypes::Schema) -> Option<Self> {
+        match e {
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Eq,
+                right,
+            }) => {
+                let (col, value) = match (left.as_ref(), right.as_ref()) {
+                    (Expr::Column(c), v) | (v, Expr::Column(c)) => (c, v),
+                    _ => return None,
+                };
+                Self::plain(schema, &col.name, std::slice::from_ref(value), false)
+            }
+            Expr::InList(InList {
+                expr,
+                list,
+                negated: false,
+            }) => match expr.as_ref() {
+                Expr::Column(c) => Self::plain(schema, &c.name, list, true),
+                _ => None,
+            },
+            Expr::ScalarFunction(f) => {
+                let name = f.func.name();
+                let any = match name {
+                    "array_contains" | "mv_contains" | "array_has" | "array_has_all" => false,
+                    "array_overlap" | "mv_overlap" | "array_has_any" => true,
+                    _ => return None,
+                };
+                let [a, b] = f.args.as_slice() else {
+                    return None;
+                };
+                match (a, b) {
+                    (Expr::Column(c), v) => Self::list(schema, &c.name, v, any),
+                    // An overlap is symmetric.
+                    (v, Expr::Column(c)) if any => Self::list(schema, &c.name, v, any),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// `column = value` / `column IN (values)` on a plain string column.
+    fn plain(
+        schema: &arrow::datatypes::Schema,
+        column: &str,
+        values: &[Expr],
+        any: bool,
+    ) -> Option<Self> {
+        let field = schema.field_with_name(column).ok()?;
+        if field.data_type() != &DataType::Utf8 || column == dolmen_segment::TIME_COLUMN {
+            return None;
+        }
+        let values = values
+            .iter()
+            .map(|v| match v {
+                Expr::Literal(v, _) => scalar_text(v, value_index::ElementKind::String),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        (!values.is_empty()).then(|| IndexPredicate {
+            column: column.to_string(),
+            values,
+            any,
+            kind: value_index::ElementKind::String,
+            list: false,
+        })
+    }
+
+    /// An array function of `column` and the literal `value` (a scalar or an array).
+    fn list(
+        schema: &arrow::datatypes::Schema,
+        column: &str,
+        value: &Expr,
+        any: bool,
+    ) -> Option<Self> {
+        let field = schema.field_with_name(column).ok()?;
+        let (kind, list) = match field.data_type() {
+            DataType::Utf8 if column != dolmen_segment::TIME_COLUMN => {
+                (value_index::ElementKind::String, false)
+            }
+            ty => (value_index::element_kind(ty)?, true),
+        };
+        let values = literal_values(value, kind)?;
+        (!values.is_empty()).then(|| IndexPredicate {
+            column: column.to_string(),
+            values,
+            any,
+            kind,
+            list,
+        })
+    }
+
+    /// The rows of `index`'s file that may match (ascending), or `None` when this index cannot
+    /// answer (another kind of column in that file).
+    pub fn rows(&self, index: &ValueIndex) -> Option<Vec<u32>> {
+        match index.elements() {
+            Some(kind) if self.list && kind == self.kind => {}
+            // A file that stored the column as a plain string (an older segment of a
+            // multi-value column): a row's one value is its one element.
+            None if self.kind == value_index::ElementKind::String => {}
+            _ => return None,
+        }
+        Some(if self.any {
+            index.rows_equal_any(&self.values)
+        } else {
+            index.rows_equal_all(&self.values)
+        })
+    }
+}
+
+/// The values of a literal scalar or array expression, as text of `kind`; `None` when some
+/// value is null or of another type.
+fn literal_values(e: &Expr, kind: value_index::ElementKind) -> Option<Vec<String>> {
+    match e {
+        Expr::Literal(ScalarValue::List(list), _) => {
+            if list.len() != 1 || list.is_null(0) {
+                return None;
+            }
+            let elements = list.value(0);
+            (0..elements.len())
+                .map(|i| {
+                    let v = ScalarValue::try_from_array(&elements, i).ok()?;
+                    scalar_text(&v, kind)
+                })
+                .collect()
+        }
+        Expr::Literal(v, _) => Some(vec![scalar_text(v, kind)?]),
+        Expr::ScalarFunction(f) if f.func.name() == "make_array" => f
+            .args
+            .iter()
+            .map(|a| match a {
+                Expr::Literal(v, _) => scalar_text(v, kind),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// The text of a non-null literal as an index of `kind` holds it: a string for strings, an
+/// integer's decimal digits for longs.
+fn scalar_text(v: &ScalarValue, kind: value_index::ElementKind) -> Option<String> {
+    use value_index::ElementKind;
+    match (kind, v) {
+        (
+            ElementKind::String,
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)),
+        ) => Some(s.clone()),
+        (ElementKind::Long, ScalarValue::Int64(Some(i))) => Some(i.to_string()),
+        (ElementKind::Long, ScalarValue::Int32(Some(i))) => Some(i.to_string()),
+        (ElementKind::Long, ScalarValue::Int16(Some(i))) => Some(i.to_string()),
+        (ElementKind::Long, ScalarValue::Int8(Some(i))) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+/// The conjuncts of `e` (nested `AND`s), appended to `out`.
+pub(crate) fn split_conjunction<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::And,
+            right,
+        }) => {
+            split_conjunction(left, out);
+            split_conjunction(right, out);
+        }
+        other => out.push(other),
+    }
+}
+
 /// Kept indexes by (segment file, column); `None` records a column that has no index.
 type IndexMap = HashMap<(PathBuf, String), Option<Arc<ValueIndex>>>;
 
@@ -265,6 +553,8 @@ pub struct ValueIndexes {
     loaded_count: AtomicU64,
     /// Sidecars built from segment files (segments without one) since start.
     built_count: AtomicU64,
+    /// Rows of segment files that scans left unread because of their value indexes.
+    rows_skipped: AtomicU64,
 }
 
 impl Default for ValueIndexes {
@@ -284,6 +574,7 @@ impl ValueIndexes {
             files: Mutex::new(HashMap::new()),
             loaded_count: AtomicU64::new(0),
             built_count: AtomicU64::new(0),
+            rows_skipped: AtomicU64::new(0),
         }
     }
 
@@ -323,6 +614,17 @@ impl ValueIndexes {
     /// existed, built on a background task (never inside a query).
     pub fn built_count(&self) -> u64 {
         self.built_count.load(Ordering::Relaxed)
+    }
+
+    /// Rows of segment files that scans planned since start left unread because their value
+    /// indexes showed no match there (`segment/valueIndex/rowsSkipped`).
+    pub fn rows_skipped(&self) -> u64 {
+        self.rows_skipped.load(Ordering::Relaxed)
+    }
+
+    /// Counts `rows` a scan leaves unread thanks to an index ([`ValueIndexes::rows_skipped`]).
+    pub fn note_rows_skipped(&self, rows: usize) {
+        self.rows_skipped.fetch_add(rows as u64, Ordering::Relaxed);
     }
 
     /// The index of `column` in `path` if it was loaded and kept: `Some(None)` when the column
@@ -596,6 +898,8 @@ mod tests {
                 .collect::<Vec<_>>()
                 .into(),
             hashed: true,
+            offsets: None,
+            elements: None,
         };
         let idx = ValueIndex::from_column(c);
         assert!(idx.is_hashed() && idx.has_nulls());
@@ -612,6 +916,73 @@ mod tests {
                     .as_deref()
                     .is_some_and(|v| value_index::value_hash(v) == h)
             }));
+        }
+    }
+
+    /// Element indexes (multi-value and array columns): the rows holding a value, found from
+    /// element positions, with empty and null rows around them; sorted and hashed alike.
+    #[test]
+    fn element_indexes_find_the_rows_holding_a_value() {
+        use arrow::array::{ListBuilder, StringBuilder};
+        let rows: Vec<Option<Vec<String>>> = (0..3_000)
+            .map(|i| match i % 7 {
+                0 => None,
+                1 => Some(vec![]),
+                n => Some((0..n).map(|k| format!("v{}", (i * k) % 50)).collect()),
+            })
+            .collect();
+        // Near-unique elements: a hash index.
+        let unique: Vec<Option<Vec<String>>> = (0..3_000)
+            .map(|i| (i % 5 != 0).then(|| vec![format!("u{i}"), format!("w{i}")]))
+            .collect();
+        for (data, hashed) in [(&rows, false), (&unique, true)] {
+            let mut b = ListBuilder::new(StringBuilder::new());
+            for r in data {
+                match r {
+                    Some(v) => {
+                        for e in v {
+                            b.values().append_value(e);
+                        }
+                        b.append(true);
+                    }
+                    None => b.append(false),
+                }
+            }
+            let list = b.finish();
+            let schema = Arc::new(Schema::new(vec![Field::new(
+                "tags",
+                list.data_type().clone(),
+                true,
+            )]));
+            let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(list)]).unwrap();
+            let mut builder = value_index::ValueIndexBuilder::new(&schema);
+            builder.push(&batch).unwrap();
+            let idx = ValueIndex::from_column(builder.finish().remove(0));
+            assert_eq!(idx.is_hashed(), hashed);
+            assert_eq!(idx.num_rows(), 3_000);
+            assert_eq!(idx.elements(), Some(value_index::ElementKind::String));
+            let holding = |v: &str| -> Vec<u32> {
+                (0..3_000u32)
+                    .filter(|i| {
+                        data[*i as usize]
+                            .as_ref()
+                            .is_some_and(|r| r.iter().any(|e| e == v))
+                    })
+                    .collect()
+            };
+            for probe in ["v0", "v13", "v49", "u4", "w2999", "nope"] {
+                assert_eq!(idx.rows_equal(probe), holding(probe), "{probe}");
+            }
+            let (a, b) = ("v3".to_string(), "w7".to_string());
+            let mut any = holding(&a);
+            any.extend(holding(&b));
+            any.sort_unstable();
+            any.dedup();
+            assert_eq!(idx.rows_equal_any(&[a.clone(), b.clone()]), any);
+            assert_eq!(
+                idx.rows_equal_all(&[a.clone(), "v6".to_string()]),
+                intersect(&holding(&a), &holding("v6"))
+            );
         }
     }
 

@@ -20,8 +20,12 @@
 //!
 //! Where: the rule runs last among the analyzer rules (types are coerced), and rewrites the
 //! expressions of a `Projection`, `Filter`, `Aggregate`, `Sort` or `Window` whose input reaches
-//! the table scan through `Filter`, `Sort`, `Limit` and `SubqueryAlias` nodes only (their
-//! output schema is their input's, so the sub-column passes through them): the scan's table
+//! the table scan through `Filter`, `Sort`, `Limit` and `SubqueryAlias` nodes (their output
+//! schema is their input's, so the sub-column passes through them) and `Projection`s that pass
+//! the JSON column through unchanged (`FROM (SELECT j, x FROM t)`, also `j AS k`: such a
+//! projection gains the sub-column as one more output, which the rewritten node reads; any other
+//! expression of the column, a join, a union or an aggregate in between leaves the text):
+//! the scan's table
 //! gains the sub-column in its schema ([`DatasourceTable::with_nested_column`]; `SELECT *` was
 //! expanded before, so it never shows), and the expression becomes a reference to it, aliased
 //! to the name it had (an aggregate's group keys are not aliased, so that grouping by the
@@ -43,7 +47,8 @@ use datafusion::datasource::source_as_provider;
 use datafusion::logical_expr::expr::{Cast, ScalarFunction, TryCast};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{
-    Expr, Filter, LogicalPlan, LogicalPlanBuilder, ScalarUDF, SubqueryAlias, TableScanBuilder,
+    Expr, Filter, LogicalPlan, LogicalPlanBuilder, Projection, ScalarUDF, SubqueryAlias,
+    TableScanBuilder,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -268,6 +273,33 @@ fn with_sub_column(
             let alias = SubqueryAlias::try_new(Arc::new(input), a.alias.clone())?;
             let column = Column::new(Some(a.alias.clone()), column.name);
             Ok(Some((LogicalPlan::SubqueryAlias(alias), column, sub)))
+        }
+        // A projection passing the JSON column through as it is (`SELECT j FROM t`, `j AS x`):
+        // it also passes the sub-column (once, however many calls read it).
+        LogicalPlan::Projection(p) => {
+            let Some(inner) = (match p.expr.get(index) {
+                Some(Expr::Column(c)) => Some(c),
+                Some(Expr::Alias(a)) => match a.expr.as_ref() {
+                    Expr::Column(c) => Some(c),
+                    _ => None,
+                },
+                _ => None,
+            }) else {
+                return Ok(None);
+            };
+            let Some(inner_index) = p.input.schema().maybe_index_of_column(inner) else {
+                return Ok(None);
+            };
+            let Some((input, column, sub)) = with_sub_column(&p.input, inner_index, keys)? else {
+                return Ok(None);
+            };
+            let mut exprs = p.expr.clone();
+            let passed = Expr::Column(column.clone());
+            if !exprs.contains(&passed) {
+                exprs.push(passed);
+            }
+            let projection = Projection::try_new(exprs, Arc::new(input))?;
+            Ok(Some((LogicalPlan::Projection(projection), column, sub)))
         }
         LogicalPlan::Sort(_) | LogicalPlan::Limit(_) => {
             let Some((input, column, sub)) = with_sub_column(plan.inputs()[0], index, keys)? else {

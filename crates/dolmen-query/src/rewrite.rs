@@ -46,7 +46,7 @@ use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, CeilFloorKind, DataType as SqlDataType, DateTimeField,
     DuplicateTreatment, ExactNumberInfo, Expr, Function, FunctionArg, FunctionArgExpr,
     FunctionArgumentClause, FunctionArgumentList, FunctionArguments, Ident, ObjectName, Statement,
-    TimezoneInfo, Value, visit_expressions_mut,
+    TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut, visit_expressions_mut,
 };
 
 use dolmen_common::time::parse_iso_in_zone;
@@ -91,6 +91,7 @@ pub fn rewrite_statement(stmt: &mut Statement) -> Result<()> {
 /// # Errors
 /// As [`rewrite_statement`].
 pub fn rewrite_statement_with(stmt: &mut Statement, opts: &RewriteOptions) -> Result<()> {
+    let _ = VisitMut::visit(stmt, &mut UnnestArrayLiterals);
     let flow = visit_expressions_mut(stmt, |expr| match rewrite_expr(expr, opts) {
         Ok(()) => ControlFlow::Continue(()),
         Err(e) => ControlFlow::Break(e),
@@ -98,6 +99,34 @@ pub fn rewrite_statement_with(stmt: &mut Statement, opts: &RewriteOptions) -> Re
     match flow {
         ControlFlow::Break(e) => Err(e),
         ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+/// `ARRAY[a, b]` array literals inside the arguments of an `UNNEST` table factor become
+/// `make_array(a, b)`, the call DataFusion plans such a literal to anyway. DataFusion 55 plans
+/// the elements of an array literal without the outer query's columns, so the lateral
+/// `FROM t, UNNEST(ARRAY[t.dim4, t.dim5]) AS u(d45)` of Druid's unnest tutorial failed with "No
+/// field named dim4"; a function call's arguments are planned with them (and then by
+/// [`crate::lateral_unnest`]). An empty `ARRAY[]` is left alone.
+struct UnnestArrayLiterals;
+
+impl VisitorMut for UnnestArrayLiterals {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::UNNEST { array_exprs, .. } = factor {
+            for e in array_exprs.iter_mut() {
+                let _ = visit_expressions_mut(e, |e| {
+                    if let Expr::Array(a) = e
+                        && !a.elem.is_empty()
+                    {
+                        *e = function_call("make_array", std::mem::take(&mut a.elem));
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
+            }
+        }
+        ControlFlow::Continue(())
     }
 }
 

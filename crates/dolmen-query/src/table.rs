@@ -14,9 +14,14 @@
 //! gives each partition a contiguous run of them, so that reading the partitions in turn reads
 //! the segments in time order, as Druid's scan does ([`crate::scan_order`]).
 //!
-//! Equality filters on string dimensions (`dim = 'value'`, in a conjunction) go through the
-//! value indexes of [`crate::index`]: a segment without the value is not read, and one with it
-//! is read through a row selection of the matching rows only.
+//! Equality filters on string dimensions (`dim = 'value'`, `dim IN (..)`, in a conjunction)
+//! and array filters on multi-value and array columns (`ARRAY_CONTAINS`, `ARRAY_OVERLAP`,
+//! `MV_CONTAINS`, `MV_OVERLAP`, and `mv = 'value'`: [`crate::index::IndexPredicate`]) go through
+//! the value indexes of [`crate::index`]: a segment without the value is not read, and one with
+//! it is read through a row selection of the matching rows only. `dim = 'value'` is pushed down
+//! `Exact`: where every equality's column has a sorted index in a file, that file's selection
+//! is the answer and the column is not read to be compared again; other files (hash indexes,
+//! no index, hydrants) apply the equality inside the scan.
 //!
 //! Multi-value string dimensions (`SegmentColumn::multi_value`) are `List<Utf8>` columns whose
 //! field carries [`dolmen_segment::MULTI_VALUE_METADATA_KEY`], so result writers report them as
@@ -68,7 +73,7 @@ use dolmen_storage::SegmentLocation;
 use dolmen_storage::{DataSourceSnapshot, Hydrant, SegmentCache, SegmentView};
 use parquet::arrow::arrow_reader::RowSelection;
 
-use crate::index::ValueIndexes;
+use crate::index::{IndexPredicate, ValueIndexes, split_conjunction};
 
 /// Session extension: read used segments that are not in the segment cache straight from deep
 /// storage instead of loading them into the cache first (issue "query from deep storage";
@@ -467,10 +472,12 @@ impl TableProvider for DatasourceTable {
         let (exact, rest): (Vec<&Expr>, Vec<&Expr>) = filters
             .iter()
             .partition(|f| exact_equality(f, &self.schema).is_some());
-        let equalities: Vec<(String, String)> = exact
+        let exact_columns: Vec<String> = exact
             .iter()
-            .filter_map(|f| exact_equality(f, &self.schema))
+            .filter_map(|f| exact_equality(f, &self.schema).map(|(c, _)| c))
             .collect();
+        // What the value indexes can narrow: the equalities, and `IN` and array filters.
+        let predicates = IndexPredicate::from_filters(filters, &self.schema);
         // Physical predicates for Parquet row-group and page pruning: every filter for files
         // read with a filter, the others for files whose indexes answered the equalities.
         let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
@@ -543,7 +550,7 @@ impl TableProvider for DatasourceTable {
         }
         let selections: Vec<(IndexSelection, bool)> = loaded
             .iter()
-            .map(|(_, _, path)| self.index_selection(path, &equalities))
+            .map(|(_, _, path)| self.index_selection(path, &predicates, &exact_columns))
             .collect();
         // A file whose indexes answered every equality exactly, with no other filter left to
         // prune by, reads exactly the rows it counts.
@@ -624,7 +631,7 @@ impl TableProvider for DatasourceTable {
                 column_statistics: Statistics::unknown_column(&self.schema),
             };
             let file = PartitionedFile::new(key, s.size);
-            let (selection, covered) = self.index_selection(id, &equalities);
+            let (selection, covered) = self.index_selection(id, &predicates, &exact_columns);
             match selection {
                 IndexSelection::All => {
                     per_entry_remote[i].push((file.with_statistics(Arc::new(stats)), covered));
@@ -792,44 +799,59 @@ enum IndexSelection {
 }
 
 impl DatasourceTable {
-    /// Rows of the segment file at `path` matching every `column = value` in `equalities`,
-    /// from the value indexes loaded for it (the whole file when there are none).
+    /// Rows of the segment file at `path` that may match every one of `predicates` (equality
+    /// and array filters, [`IndexPredicate`]), from the value indexes loaded for it (the whole
+    /// file when there are none).
     ///
-    /// With it, whether the indexes answered every equality exactly (a sorted index for each
-    /// column: no equality left to check on the rows); trivially so when there are none.
+    /// With it, whether those rows are exactly the matches of the equalities pushed down
+    /// `Exact` (on `exact_columns`): each of those columns has a sorted index in the file (a
+    /// hash index only narrows), so no equality is left to check on the rows. Trivially so
+    /// when there are none, or when no row can match.
     fn index_selection(
         &self,
         path: &std::path::Path,
-        equalities: &[(String, String)],
+        predicates: &[IndexPredicate],
+        exact_columns: &[String],
     ) -> (IndexSelection, bool) {
         let Some(indexes) = &self.indexes else {
-            return (IndexSelection::All, equalities.is_empty());
+            return (IndexSelection::All, exact_columns.is_empty());
         };
+        // Columns whose equality a sorted index of this file answered exactly.
+        let mut answered: Vec<&str> = Vec::new();
         let mut rows: Option<Vec<u32>> = None;
         let mut total = 0;
-        let mut covered = true;
-        for (column, value) in equalities {
-            let Some(Some(index)) = indexes.peek(path, column) else {
-                covered = false;
+        for p in predicates {
+            let Some(Some(index)) = indexes.peek(path, &p.column) else {
                 continue;
             };
-            covered &= !index.is_hashed();
+            let Some(matching) = p.rows(&index) else {
+                continue;
+            };
+            if !p.list && p.values.len() == 1 && !index.is_hashed() && index.elements().is_none() {
+                answered.push(&p.column);
+            }
             total = index.num_rows();
-            let matching = index.rows_equal(value);
             rows = Some(match rows {
                 None => matching,
                 Some(r) => crate::index::intersect(&r, &matching),
             });
             if rows.as_ref().is_some_and(Vec::is_empty) {
-                // No row can match: whatever the other columns' indexes say.
-                return (IndexSelection::NoRows, true);
+                break;
             }
         }
         let selection = match rows {
             None => IndexSelection::All,
-            Some(r) if r.is_empty() => IndexSelection::NoRows,
-            Some(r) => IndexSelection::Rows(crate::index::row_selection(&r, total), r.len()),
+            Some(r) if r.is_empty() => {
+                indexes.note_rows_skipped(total);
+                // No row can match, whatever is left to check.
+                return (IndexSelection::NoRows, true);
+            }
+            Some(r) => {
+                indexes.note_rows_skipped(total - r.len());
+                IndexSelection::Rows(crate::index::row_selection(&r, total), r.len())
+            }
         };
+        let covered = exact_columns.iter().all(|c| answered.contains(&c.as_str()));
         (selection, covered)
     }
 
@@ -1052,20 +1074,6 @@ pub fn time_ranges(filters: &[Expr]) -> Vec<Interval> {
     vec![Interval { start: lo, end: hi }]
 }
 
-fn split_conjunction<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-    match e {
-        Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: Operator::And,
-            right,
-        }) => {
-            split_conjunction(left, out);
-            split_conjunction(right, out);
-        }
-        other => out.push(other),
-    }
-}
-
 fn is_time_column(e: &Expr) -> bool {
     match e {
         Expr::Column(c) => c.name == TIME_COLUMN,
@@ -1119,6 +1127,9 @@ mod nested_tests;
 
 #[cfg(test)]
 mod equality_tests;
+
+#[cfg(test)]
+mod array_index_tests;
 
 #[cfg(test)]
 mod tests {

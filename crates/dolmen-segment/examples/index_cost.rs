@@ -1,12 +1,18 @@
 //! What building value indexes costs the segment writer: writes the same batches with and
 //! without a [`ValueIndexBuilder`], and times the builder's parts alone.
 //!
-//! `cargo run --release -p dolmen-segment --example index_cost [rows_per_segment] [segments]`
+//! `cargo run --release -p dolmen-segment --example index_cost [rows_per_segment] [segments]
+//! [arrays]`: with `arrays` 1, the rows also hold a `tags` list column (two to four of 200
+//! values a row: a multi-value string or `ARRAY<STRING>`), which gets an element index.
+//! `DOLMEN_SEGMENT_VALUE_INDEXES=false` times the writer without indexes.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::array::Array;
+use arrow::array::{
+    ArrayRef, ListBuilder, RecordBatch, StringArray, StringBuilder, TimestampMillisecondArray,
+};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use dolmen_segment::value_index::ValueIndexBuilder;
 
@@ -17,7 +23,7 @@ fn rng(state: &mut u64) -> u64 {
     *state
 }
 
-fn batch(rows: usize, seed: u64) -> RecordBatch {
+fn batch(rows: usize, seed: u64, arrays: bool) -> RecordBatch {
     let mut s = seed | 1;
     let mut col = |prefix: &str, n: u64, nulls: u64| -> ArrayRef {
         Arc::new(StringArray::from_iter((0..rows).map(|_| {
@@ -32,7 +38,7 @@ fn batch(rows: usize, seed: u64) -> RecordBatch {
     let time: ArrayRef = Arc::new(TimestampMillisecondArray::from_iter_values(
         (0..rows as i64).map(|i| i * 2),
     ));
-    let schema = Arc::new(Schema::new(vec![
+    let mut fields = vec![
         Field::new(
             "__time",
             DataType::Timestamp(TimeUnit::Millisecond, None),
@@ -42,8 +48,23 @@ fn batch(rows: usize, seed: u64) -> RecordBatch {
         Field::new("page", DataType::Utf8, true),
         Field::new("user", DataType::Utf8, true),
         Field::new("countryName", DataType::Utf8, true),
-    ]));
-    RecordBatch::try_new(schema, vec![time, channel, page, user, country]).unwrap()
+    ];
+    let mut columns = vec![time, channel, page, user, country];
+    if arrays {
+        let mut tags = ListBuilder::new(StringBuilder::new());
+        for _ in 0..rows {
+            let r = rng(&mut s);
+            for k in 0..2 + r % 3 {
+                tags.values()
+                    .append_value(format!("tag-{}", (r >> 8).wrapping_add(k * 31) % 200));
+            }
+            tags.append(true);
+        }
+        let tags = tags.finish();
+        fields.push(Field::new("tags", tags.data_type().clone(), true));
+        columns.push(Arc::new(tags));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
 }
 
 fn main() {
@@ -53,7 +74,10 @@ fn main() {
         .collect();
     let rows = args.first().copied().unwrap_or(33_000);
     let segments = args.get(1).copied().unwrap_or(30);
-    let batches: Vec<RecordBatch> = (0..segments).map(|i| batch(rows, i as u64 + 7)).collect();
+    let arrays = args.get(2).copied().unwrap_or(0) == 1;
+    let batches: Vec<RecordBatch> = (0..segments)
+        .map(|i| batch(rows, i as u64 + 7, arrays))
+        .collect();
     let dir = tempfile::tempdir().unwrap();
 
     let t = Instant::now();
@@ -95,7 +119,7 @@ fn main() {
         write += t.elapsed().as_secs_f64();
     }
     println!(
-        "indexes {}: writer total {:.3} s; builder alone: push {push:.3} s, finish (sort) {finish:.3} s, sidecar write {write:.3} s",
+        "indexes {}, arrays {arrays}: writer total {:.3} s; builder alone: push {push:.3} s, finish (sort) {finish:.3} s, sidecar write {write:.3} s",
         dolmen_segment::value_index::enabled(),
         whole.as_secs_f64()
     );

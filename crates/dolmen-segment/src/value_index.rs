@@ -7,11 +7,18 @@
 //! They live in a sidecar file beside the segment file: `<segment file name>`
 //! [`SIDECAR_SUFFIX`] (`index.parquet.indexes.arrow`), in deep storage under the segment's key
 //! plus that suffix, and in the segment cache beside the cached copy. The sidecar is an Arrow
-//! IPC file holding one record batch with one column per indexed string column, of type
+//! IPC file holding one record batch with one column per indexed plain string column, of type
 //! `Dictionary(<smallest unsigned key>, Utf8)`: the dictionary is the column's distinct
 //! non-null values sorted ascending (byte order), each row's key the position of its value
 //! (null rows are null). The schema metadata [`ROWS_METADATA_KEY`] holds the row count (a
 //! segment without string columns still gets a sidecar, with no columns).
+//!
+//! List columns of strings and longs (multi-value strings, `ARRAY<STRING>`, `ARRAY<LONG>`) get
+//! an *element* index: the same dictionary (or hash) codes, one per element, as a sidecar
+//! column of type `List<Dictionary(.., Utf8)>` (or `List<UInt32>`) whose field metadata
+//! [`ELEMENTS_METADATA_KEY`] names the element kind; the rows holding a value are the rows
+//! with an element of its code (Druid's bitmap per dictionary value of a multi-value or array
+//! column). Longs are indexed by their decimal text.
 //!
 //! [`SegmentFileWriter`](crate::SegmentFileWriter) builds them while it writes the file (so
 //! every segment writer: batch and SQL ingestion, streaming hydrants and handoff, compaction)
@@ -64,17 +71,21 @@ pub fn sidecar_key(key: &str) -> String {
 
 /// The columns of `schema` that get a value index: top-level UTF-8 columns other than
 /// `__time`, nested JSON (`COMPLEX<json>` is stored as JSON text) and its hidden sub-columns
-/// ([`crate::nested`]: written after the index is built, and never filtered through it).
+/// ([`crate::nested`]: written after the index is built, and never filtered through it); and
+/// list columns of strings or longs (multi-value strings, `ARRAY<STRING>`, `ARRAY<LONG>`),
+/// which get an element index ([`ColumnValueIndex::offsets`]). `ARRAY<DOUBLE>` columns get
+/// none: a double's text is not canonical (`1`, `1.0`, `-0.0`), so a lookup by text could miss.
 pub fn indexed_columns(schema: &Schema) -> Vec<usize> {
     schema
         .fields()
         .iter()
         .enumerate()
         .filter(|(_, f)| {
-            matches!(
+            (matches!(
                 f.data_type(),
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-            ) && f.name() != TIME_COLUMN
+            ) || element_kind(f.data_type()).is_some())
+                && f.name() != TIME_COLUMN
                 && !f.metadata().contains_key(COMPLEX_METADATA_KEY)
                 && !crate::nested::is_nested_column(f.name())
         })
@@ -82,7 +93,56 @@ pub fn indexed_columns(schema: &Schema) -> Vec<usize> {
         .collect()
 }
 
+/// What the elements of an element index ([`ColumnValueIndex::offsets`]) were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElementKind {
+    /// Strings: multi-value strings and `ARRAY<STRING>` (`List<Utf8>`).
+    String,
+    /// Longs, indexed by their decimal text (`-12`): `ARRAY<LONG>` (`List<Int64>`).
+    Long,
+}
+
+impl ElementKind {
+    /// The name stored in a sidecar's field metadata [`ELEMENTS_METADATA_KEY`].
+    pub fn name(self) -> &'static str {
+        match self {
+            ElementKind::String => "string",
+            ElementKind::Long => "long",
+        }
+    }
+
+    fn parse(name: &str) -> Option<ElementKind> {
+        match name {
+            "string" => Some(ElementKind::String),
+            "long" => Some(ElementKind::Long),
+            _ => None,
+        }
+    }
+}
+
+/// The element kind of a column of type `ty` that gets an element index, if it does.
+pub fn element_kind(ty: &DataType) -> Option<ElementKind> {
+    match ty {
+        DataType::List(f) => match f.data_type() {
+            DataType::Utf8 => Some(ElementKind::String),
+            DataType::Int64 => Some(ElementKind::Long),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Field metadata key of a sidecar column holding an element index: the [`ElementKind`] name.
+pub const ELEMENTS_METADATA_KEY: &str = "dolmen.elements";
+
 /// The value index of one column of one segment file.
+///
+/// Of a plain string column, `codes` hold one code per row. Of a list column (a multi-value
+/// string or an array: Druid's bitmap index per dictionary value of a multi-value or array
+/// column), `codes` hold one code per *element* of the column, in row order, and `offsets`
+/// (rows + 1 entries) say which elements each row holds: row `r` holds the elements
+/// `offsets[r]..offsets[r + 1]` (a null or empty row none). In a sidecar such a column is a
+/// `List` of the same dictionary (or hash) codes.
 #[derive(Debug, Clone)]
 pub struct ColumnValueIndex {
     /// Column name.
@@ -95,6 +155,11 @@ pub struct ColumnValueIndex {
     /// A hash index (near-unique columns): `codes` are value hashes, so an equality filter
     /// finds candidate rows (a superset: hashes collide), which the query still filters.
     pub hashed: bool,
+    /// Of an element index (list columns), the first element of each row, and the element
+    /// count last; `None` for a plain column.
+    pub offsets: Option<Vec<u32>>,
+    /// Of an element index, what the elements were; `None` for a plain column.
+    pub elements: Option<ElementKind>,
 }
 
 /// Field metadata key marking a sidecar column as a hash index (value `hash`).
@@ -144,6 +209,11 @@ struct ColumnBuilder {
     hashes: Option<Vec<u32>>,
     distinct: usize,
     value_bytes: usize,
+    /// Of a list column: the element offsets of the rows so far (starting with 0), and what
+    /// the elements are.
+    elements: Option<(Vec<u32>, ElementKind)>,
+    /// An element index that outgrew `u32`/`i32` offsets: no index for this column.
+    dropped: bool,
 }
 
 impl std::fmt::Debug for ValueIndexBuilder {
@@ -172,6 +242,8 @@ impl ValueIndexBuilder {
                     hashes: None,
                     distinct: 0,
                     value_bytes: 0,
+                    elements: element_kind(schema.field(i).data_type()).map(|k| (vec![0], k)),
+                    dropped: false,
                 })
                 .collect(),
         }
@@ -187,7 +259,14 @@ impl ValueIndexBuilder {
         let before = self.rows;
         self.rows += batch.num_rows();
         for c in &mut self.columns {
+            if c.dropped {
+                continue;
+            }
             let column = batch.column(c.position);
+            if c.elements.is_some() {
+                c.push_list(column)?;
+                continue;
+            }
             let column = match column.data_type() {
                 DataType::Utf8 => Arc::clone(column),
                 _ => arrow::compute::cast(column, &DataType::Utf8)?,
@@ -195,6 +274,50 @@ impl ValueIndexBuilder {
             c.push(column.as_string::<i32>(), before)?;
         }
         Ok(())
+    }
+}
+
+/// Most elements an element index holds per segment file (offsets are stored as Arrow `i32`).
+const MAX_ELEMENTS: usize = i32::MAX as usize;
+
+impl ColumnBuilder {
+    /// Indexes the elements of the list rows in `column` (`List<Utf8>` or `List<Int64>`, the
+    /// longs as their decimal text). A null row holds no element (the elements Arrow may keep
+    /// under a null slot are indexed with the row: a superset is harmless, as for hashes).
+    fn push_list(&mut self, column: &ArrayRef) -> Result<(), ArrowError> {
+        let list = column.as_list_opt::<i32>().ok_or_else(|| {
+            ArrowError::InvalidArgumentError(format!("[{}] is not a list column", self.name))
+        })?;
+        let offsets = list.value_offsets();
+        let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
+        let Some((row_offsets, _)) = self.elements.as_mut() else {
+            return Ok(());
+        };
+        let base = row_offsets.last().copied().unwrap_or(0) as usize;
+        if base + (last - first) > MAX_ELEMENTS {
+            self.drop_index();
+            return Ok(());
+        }
+        // Within MAX_ELEMENTS (checked above), so every offset fits u32.
+        row_offsets.extend(
+            offsets[1..]
+                .iter()
+                .map(|o| (base + (*o as usize - first)) as u32),
+        );
+        let values = list.values().slice(first, last - first);
+        let values = match values.data_type() {
+            DataType::Utf8 => values,
+            _ => arrow::compute::cast(&values, &DataType::Utf8)?,
+        };
+        self.push(values.as_string::<i32>(), base)
+    }
+
+    /// Gives up the column's index (it is left out of the sidecar).
+    fn drop_index(&mut self) {
+        self.dropped = true;
+        self.builder = None;
+        self.hashes = None;
+        self.elements = None;
     }
 }
 
@@ -278,28 +401,45 @@ impl ColumnBuilder {
         self.hashes = Some(hashes);
     }
 
-    /// The finished index of a file of `rows` rows.
-    fn finish(mut self, rows: usize) -> ColumnValueIndex {
-        if rows >= NEAR_UNIQUE_MIN_ROWS && self.distinct * 100 >= rows * NEAR_UNIQUE_EARLY_PERCENT {
+    /// The finished index of a file of `rows` rows (`None`: the column was dropped). Of an
+    /// element index, the near-unique rule counts elements, not rows.
+    fn finish(mut self, rows: usize) -> Option<ColumnValueIndex> {
+        if self.dropped {
+            return None;
+        }
+        let (offsets, elements) = match self.elements.take() {
+            Some((offsets, kind)) => (Some(offsets), Some(kind)),
+            None => (None, None),
+        };
+        let entries = offsets
+            .as_ref()
+            .map_or(rows, |o| o.last().copied().unwrap_or(0) as usize);
+        if entries >= NEAR_UNIQUE_MIN_ROWS
+            && self.distinct * 100 >= entries * NEAR_UNIQUE_EARLY_PERCENT
+        {
             self.switch_to_hashes();
         }
         if let Some(hashes) = self.hashes {
-            return ColumnValueIndex {
+            return Some(ColumnValueIndex {
                 column: self.name,
                 values: StringArray::from(Vec::<&str>::new()),
                 codes: hashes.into(),
                 hashed: true,
-            };
+                offsets,
+                elements,
+            });
         }
         let mut builder = self.builder.unwrap_or_default();
         let dict = builder.finish();
         let (values, codes) = sorted(dict.values().as_string::<i32>(), dict.keys());
-        ColumnValueIndex {
+        Some(ColumnValueIndex {
             column: self.name,
             values,
             codes,
             hashed: false,
-        }
+            offsets,
+            elements,
+        })
     }
 }
 
@@ -318,7 +458,10 @@ impl ValueIndexBuilder {
     /// distinct count and no range: those read the column.
     pub fn finish(self) -> Vec<ColumnValueIndex> {
         let rows = self.rows;
-        self.columns.into_iter().map(|c| c.finish(rows)).collect()
+        self.columns
+            .into_iter()
+            .filter_map(|c| c.finish(rows))
+            .collect()
     }
 
     /// Finishes the indexes and writes them to `path` atomically (a temporary file, `fsync`,
@@ -375,41 +518,59 @@ pub fn write_sidecar(
     let mut fields = Vec::with_capacity(indexes.len());
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(indexes.len());
     for ix in indexes {
-        if ix.hashed {
-            let hashes: UInt32Array = ix
-                .codes
-                .values()
-                .iter()
-                .map(|c| (*c != NULL_CODE).then_some(*c))
-                .collect();
-            columns.push(Arc::new(hashes));
-            fields.push(
-                Field::new(&ix.column, DataType::UInt32, true).with_metadata(
+        let (codes, mut metadata): (ArrayRef, std::collections::HashMap<String, String>) =
+            if ix.hashed {
+                let hashes: UInt32Array = ix
+                    .codes
+                    .values()
+                    .iter()
+                    .map(|c| (*c != NULL_CODE).then_some(*c))
+                    .collect();
+                (
+                    Arc::new(hashes),
                     [(INDEX_KIND_METADATA_KEY.to_string(), "hash".to_string())].into(),
-                ),
-            );
-            continue;
-        }
-        // Smallest key type that holds every code: sidecars of low-cardinality columns stay
-        // at one or two bytes per row.
-        let key = match ix.values.len() {
-            n if n <= 1 << 8 => DataType::UInt8,
-            n if n <= 1 << 16 => DataType::UInt16,
-            _ => DataType::UInt32,
-        };
-        let values: ArrayRef = Arc::new(ix.values.clone());
-        let column: ArrayRef = match key {
-            DataType::UInt8 => {
-                Arc::new(narrow_dictionary::<UInt8Type>(&ix.codes, values).map_err(arrow_err)?)
+                )
+            } else {
+                // Smallest key type that holds every code: sidecars of low-cardinality
+                // columns stay at one or two bytes per row.
+                let values: ArrayRef = Arc::new(ix.values.clone());
+                let column: ArrayRef = match ix.values.len() {
+                    n if n <= 1 << 8 => Arc::new(
+                        narrow_dictionary::<UInt8Type>(&ix.codes, values).map_err(arrow_err)?,
+                    ),
+                    n if n <= 1 << 16 => Arc::new(
+                        narrow_dictionary::<UInt16Type>(&ix.codes, values).map_err(arrow_err)?,
+                    ),
+                    _ => Arc::new(
+                        narrow_dictionary::<UInt32Type>(&ix.codes, values).map_err(arrow_err)?,
+                    ),
+                };
+                (column, Default::default())
+            };
+        let column: ArrayRef = match (&ix.offsets, ix.elements) {
+            (Some(offsets), Some(kind)) => {
+                metadata.insert(ELEMENTS_METADATA_KEY.to_string(), kind.name().to_string());
+                let offsets: Vec<i32> = offsets
+                    .iter()
+                    .map(|o| i32::try_from(*o))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| arrow_err(ArrowError::InvalidArgumentError(e.to_string())))?;
+                let item = Arc::new(Field::new("item", codes.data_type().clone(), true));
+                Arc::new(
+                    arrow::array::ListArray::try_new(
+                        item,
+                        arrow::buffer::OffsetBuffer::new(offsets.into()),
+                        codes,
+                        None,
+                    )
+                    .map_err(arrow_err)?,
+                )
             }
-            DataType::UInt16 => {
-                Arc::new(narrow_dictionary::<UInt16Type>(&ix.codes, values).map_err(arrow_err)?)
-            }
-            _ => Arc::new(narrow_dictionary::<UInt32Type>(&ix.codes, values).map_err(arrow_err)?),
+            _ => codes,
         };
-        let ty = DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8));
+        fields
+            .push(Field::new(&ix.column, column.data_type().clone(), true).with_metadata(metadata));
         columns.push(column);
-        fields.push(Field::new(&ix.column, ty, true));
     }
     let schema = Arc::new(Schema::new_with_metadata(
         fields,
@@ -521,44 +682,71 @@ pub fn decode_sidecar(
         )));
     }
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-        if field
+        let hashed = field
             .metadata()
             .get(INDEX_KIND_METADATA_KEY)
             .map(String::as_str)
-            == Some("hash")
-        {
-            let hashes = column
+            == Some("hash");
+        let elements = field
+            .metadata()
+            .get(ELEMENTS_METADATA_KEY)
+            .map(|k| {
+                ElementKind::parse(k)
+                    .ok_or_else(|| bad(format!("unknown element kind [{k}] of [{}]", field.name())))
+            })
+            .transpose()?;
+        let (offsets, codes) = match elements {
+            Some(_) => {
+                let list = column.as_list_opt::<i32>().ok_or_else(|| {
+                    bad(format!("element index [{}] is not a list", field.name()))
+                })?;
+                let offsets: Vec<u32> = list
+                    .value_offsets()
+                    .iter()
+                    .map(|o| u32::try_from(*o).map_err(|e| bad(e.to_string())))
+                    .collect::<Result<_, _>>()?;
+                // The codes of every element (a sliced list cannot come out of a file).
+                let first = offsets.first().copied().unwrap_or(0) as usize;
+                let last = offsets.last().copied().unwrap_or(0) as usize;
+                let offsets = offsets.iter().map(|o| o - first as u32).collect();
+                (Some(offsets), list.values().slice(first, last - first))
+            }
+            None => (None, Arc::clone(column)),
+        };
+        let (values, codes) = if hashed {
+            let hashes = codes
                 .as_primitive_opt::<UInt32Type>()
                 .ok_or_else(|| bad(format!("hash index [{}] is not UInt32", field.name())))?;
-            out.push(ColumnValueIndex {
-                column: field.name().clone(),
-                values: StringArray::from(Vec::<&str>::new()),
-                codes: hashes
+            (
+                StringArray::from(Vec::<&str>::new()),
+                hashes
                     .iter()
                     .map(|h| h.unwrap_or(NULL_CODE))
                     .collect::<Vec<_>>()
                     .into(),
-                hashed: true,
-            });
-            continue;
-        }
-        let dict = arrow::compute::cast(column, &target).map_err(|e| bad(e.to_string()))?;
-        let dict = dict.as_dictionary::<UInt32Type>();
-        let values = dict.values().as_string::<i32>().clone();
-        let codes: UInt32Array = if dict.keys().null_count() == 0 {
-            dict.keys().clone()
+            )
         } else {
-            dict.keys()
-                .iter()
-                .map(|k| k.unwrap_or(NULL_CODE))
-                .collect::<Vec<_>>()
-                .into()
+            let dict = arrow::compute::cast(&codes, &target).map_err(|e| bad(e.to_string()))?;
+            let dict = dict.as_dictionary::<UInt32Type>();
+            let values = dict.values().as_string::<i32>().clone();
+            let codes: UInt32Array = if dict.keys().null_count() == 0 {
+                dict.keys().clone()
+            } else {
+                dict.keys()
+                    .iter()
+                    .map(|k| k.unwrap_or(NULL_CODE))
+                    .collect::<Vec<_>>()
+                    .into()
+            };
+            (values, codes)
         };
         out.push(ColumnValueIndex {
             column: field.name().clone(),
             values,
             codes,
-            hashed: false,
+            hashed,
+            offsets,
+            elements,
         });
     }
     Ok((rows, out))
@@ -693,6 +881,108 @@ mod tests {
             ),
         ]);
         assert_eq!(indexed_columns(&schema), vec![0]);
+    }
+
+    /// A multi-value string column and an `ARRAY<LONG>` column, across two batches (the
+    /// second a slice, as the writer's callers pass), round trip through a sidecar with the
+    /// rows of each element.
+    #[test]
+    fn list_columns_get_element_indexes() {
+        use arrow::array::{Float64Builder, Int64Builder, ListBuilder, StringBuilder};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("tags", DataType::new_list(DataType::Utf8, true), true),
+            Field::new("nums", DataType::new_list(DataType::Int64, true), true),
+            Field::new("ds", DataType::new_list(DataType::Float64, true), true),
+        ]));
+        let tags: Vec<Option<Vec<Option<&str>>>> = vec![
+            Some(vec![Some("a"), Some("b")]),
+            None,
+            Some(vec![]),
+            Some(vec![Some("b"), None, Some("b")]),
+            Some(vec![Some("c")]),
+            Some(vec![Some("a")]),
+        ];
+        let nums: Vec<Option<Vec<Option<i64>>>> = vec![
+            Some(vec![Some(1), Some(-20)]),
+            Some(vec![Some(1)]),
+            None,
+            Some(vec![]),
+            Some(vec![None, Some(7)]),
+            Some(vec![Some(-20)]),
+        ];
+        let mut t = ListBuilder::new(StringBuilder::new());
+        for r in &tags {
+            match r {
+                Some(v) => {
+                    for e in v {
+                        t.values().append_option(*e);
+                    }
+                    t.append(true);
+                }
+                None => t.append(false),
+            }
+        }
+        let mut n = ListBuilder::new(Int64Builder::new());
+        for r in &nums {
+            match r {
+                Some(v) => {
+                    for e in v {
+                        n.values().append_option(*e);
+                    }
+                    n.append(true);
+                }
+                None => n.append(false),
+            }
+        }
+        let mut d = ListBuilder::new(Float64Builder::new());
+        for _ in 0..tags.len() {
+            d.values().append_value(1.5);
+            d.append(true);
+        }
+        let whole = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(t.finish()),
+                Arc::new(n.finish()),
+                Arc::new(d.finish()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(indexed_columns(&schema), vec![0, 1], "no double arrays");
+        let mut builder = ValueIndexBuilder::new(&schema);
+        builder.push(&whole.slice(0, 2)).unwrap();
+        builder.push(&whole.slice(2, 4)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.indexes.arrow");
+        builder.write(&path).unwrap();
+        let (rows, read) = read_sidecar(&path).unwrap();
+        assert_eq!((rows, read.len()), (6, 2));
+        let rows_holding = |ix: &ColumnValueIndex, v: &str| -> Vec<usize> {
+            let offsets = ix.offsets.as_ref().unwrap();
+            (0..rows)
+                .filter(|r| {
+                    (offsets[*r]..offsets[r + 1]).any(|e| {
+                        let c = ix.codes.value(e as usize);
+                        c != NULL_CODE && ix.values.value(c as usize) == v
+                    })
+                })
+                .collect()
+        };
+        let tags_ix = &read[0];
+        assert_eq!(tags_ix.elements, Some(ElementKind::String));
+        assert_eq!(tags_ix.values, StringArray::from(vec!["a", "b", "c"]));
+        assert_eq!(rows_holding(tags_ix, "a"), vec![0, 5]);
+        assert_eq!(rows_holding(tags_ix, "b"), vec![0, 3]);
+        assert_eq!(rows_holding(tags_ix, "c"), vec![4]);
+        assert_eq!(
+            tags_ix.offsets.as_ref().unwrap(),
+            &vec![0, 2, 2, 2, 5, 6, 7]
+        );
+        let nums_ix = &read[1];
+        assert_eq!(nums_ix.elements, Some(ElementKind::Long));
+        assert_eq!(rows_holding(nums_ix, "1"), vec![0, 1]);
+        assert_eq!(rows_holding(nums_ix, "-20"), vec![0, 5]);
+        assert_eq!(rows_holding(nums_ix, "7"), vec![4]);
     }
 
     #[test]

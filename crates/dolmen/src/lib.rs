@@ -466,6 +466,7 @@ fn register_metric_sources(
             snap.segment_cache(&ds, bytes);
         }
         snap.value_indexes(indexes.loaded_count(), indexes.built_count());
+        snap.value_index_rows_skipped(indexes.rows_skipped());
         if let Some(s) = supervisors.upgrade() {
             for lag in s.stream_lags() {
                 snap.stream_lag(lag);

@@ -243,3 +243,41 @@ async fn plans_read_sub_columns_only_where_every_segment_has_them() {
     let star = f.query("SELECT * FROM shredded LIMIT 1").await.unwrap();
     assert_eq!(star[0].len(), 2);
 }
+
+/// `JSON_VALUE` outside a subquery that selects the JSON column (as it is, or renamed) reads
+/// the sub-column through that projection, with the answers of the text.
+#[tokio::test]
+async fn json_value_reads_sub_columns_through_projections() {
+    let f = fixture().await;
+    let queries = [
+        "SELECT JSON_VALUE(j, '$.a') AS a, COUNT(*) AS c FROM (SELECT __time, j FROM {t}) \
+         GROUP BY 1 ORDER BY 1",
+        "SELECT COUNT(*) FROM (SELECT j AS doc FROM {t}) s WHERE JSON_VALUE(doc, '$.a') = 'v1'",
+        "SELECT JSON_VALUE(x.j, '$.c.d'), JSON_VALUE(x.j, '$.b' RETURNING BIGINT) FROM \
+         (SELECT j, __time FROM {t} WHERE JSON_VALUE(j, '$.a') = 'v1') x ORDER BY x.__time",
+        "SELECT JSON_VALUE(j, '$.a') AS a, a2 FROM (SELECT j, JSON_VALUE(j, '$.a') AS a2 FROM {t}) \
+         WHERE a2 = 'v1'",
+        "SELECT JSON_VALUE(k, '$.d'), u FROM (SELECT UPPER(JSON_VALUE(j, '$.s')) AS u, j AS k, \
+         __time FROM {t}) ORDER BY __time",
+        "SELECT JSON_VALUE(j, '$.a') FROM (SELECT * FROM (SELECT j FROM {t}) WHERE \
+         JSON_VALUE(j, '$.b' RETURNING BIGINT) > 1) ORDER BY 1",
+    ];
+    for q in queries {
+        let text = f.query(&q.replace("{t}", "text")).await.unwrap();
+        assert!(!text.is_empty(), "{q}");
+        for t in ["shredded", "mixed"] {
+            let sql = q.replace("{t}", t);
+            assert_eq!(f.query(&sql).await.unwrap(), text, "{sql}");
+        }
+    }
+    for q in &queries[..2] {
+        let p = f.explain(&q.replace("{t}", "shredded")).await;
+        assert!(p.contains("__dolmen_nested:j/a"), "{q}: {p}");
+        assert!(!parses_text(&p), "{q}: {p}");
+    }
+    // An expression of the column in between (not the column itself) leaves the text.
+    let p = f
+        .explain("SELECT JSON_VALUE(k, '$.a') FROM (SELECT COALESCE(j, j) AS k FROM shredded)")
+        .await;
+    assert!(!p.contains("__dolmen_nested"), "{p}");
+}

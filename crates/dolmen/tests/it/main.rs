@@ -24,4 +24,5 @@ mod sql_semantics;
 mod statements;
 mod supervisors;
 mod tasks_api;
+mod unnest;
 mod value_indexes;
