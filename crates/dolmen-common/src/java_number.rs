@@ -65,6 +65,7 @@ fn push_java_float(out: &mut Vec<u8>, sci: &[u8]) {
 
 /// Appends `v` as Java's `Double.toString` (`1.0`, `0.5`, `1.0E7`, `1.0E-4`, `NaN`,
 /// `Infinity`); Jackson writes JSON doubles this way.
+#[inline]
 pub fn write_java_double(out: &mut Vec<u8>, v: f64) {
     if !v.is_finite() {
         out.extend_from_slice(non_finite(v).as_bytes());
@@ -80,6 +81,7 @@ pub fn write_java_double(out: &mut Vec<u8>, v: f64) {
 }
 
 /// Appends `v` as Java's `Float.toString`.
+#[inline]
 pub fn write_java_float(out: &mut Vec<u8>, v: f32) {
     if !v.is_finite() {
         out.extend_from_slice(non_finite(f64::from(v)).as_bytes());
@@ -96,6 +98,7 @@ pub fn write_java_float(out: &mut Vec<u8>, v: f32) {
 
 /// Java's name of a non-finite double (`NaN`, `Infinity`, `-Infinity`), as
 /// `Double.toString` prints it; for a finite value, `-Infinity` or `Infinity` by sign.
+#[inline]
 pub fn non_finite(v: f64) -> &'static str {
     if v.is_nan() {
         "NaN"

@@ -947,6 +947,7 @@ async fn scan(
                     delimiter: *delimiter,
                     quote: *quote,
                     header: *header,
+                    truncated_rows: false,
                 },
             )
         }
@@ -957,7 +958,12 @@ async fn scan(
                     .map(|(n, t)| Field::new(n, t.clone(), true))
                     .collect::<Vec<_>>(),
             );
-            text(schema, TextFormat::Json)
+            text(
+                schema,
+                TextFormat::Json {
+                    primitives_as_text: false,
+                },
+            )
         }
         SourceKind::Parquet { schema } => {
             let opts = ParquetReadOptions::default()

@@ -1,6 +1,8 @@
 //! The fast path of `EXTERN` ([`crate::external`]) for local files: NDJSON, CSV/TSV and Parquet
 //! decoded straight into Arrow batches, in parallel byte ranges (text) or row groups
-//! (Parquet), instead of row by row through JSON maps.
+//! (Parquet), instead of row by row through JSON maps. Text files are split and decoded by
+//! native ingestion's reader ([`dolmen_ingest::input::ranges`]: the same line-aligned ranges
+//! and Arrow decoders, with every value read as text).
 //!
 //! Values get exactly the general path's Druid conversions ([`crate::external::convert`]),
 //! applied a column at a time ([`to_signature`]): text columns are decoded as strings (NDJSON
@@ -14,8 +16,8 @@
 //! multi-byte TSV delimiters, `COMPLEX<json>` columns, and non-local sources.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -24,17 +26,16 @@ use arrow::array::{
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
+use dolmen_ingest::input::ranges::{TextFormat, decode_range, open_range, split_ranges};
 use dolmen_ingest::input::{InputEntity, InputFormat, InputSource};
 
 use crate::external::convert;
 
 /// Rows per decoded batch.
 const BATCH_ROWS: usize = 16 * 1024;
-
-/// Smallest byte range worth its own task.
-const MIN_RANGE_BYTES: u64 = 8 << 20;
 
 /// How the files are decoded.
 #[derive(Debug, Clone)]
@@ -227,29 +228,21 @@ impl FilePlan {
                 }
             }
             _ => {
-                let total: u64 = self
-                    .files
-                    .iter()
-                    .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
-                    .sum();
-                let target = (total / partitions as u64).max(MIN_RANGE_BYTES);
-                for (i, f) in self.files.iter().enumerate() {
-                    let len = std::fs::metadata(f).map_err(|e| io_err(f, e))?.len();
-                    let mut start = 0u64;
-                    while start < len {
-                        let end = if len - start <= target + target / 2 {
-                            len
-                        } else {
-                            line_start_after(f, start + target)?.min(len)
-                        };
-                        tasks.push(FileTask::Range {
-                            file: i,
-                            start,
-                            end,
-                        });
-                        start = end;
-                    }
-                }
+                // Line-aligned byte ranges, split and grouped as native ingestion does.
+                return Ok(split_ranges(&self.files, partitions)
+                    .map_err(|e| match e {
+                        DataFusionError::Execution(m) => {
+                            DataFusionError::Execution(format!("EXTERN: {m}"))
+                        }
+                        e => e,
+                    })?
+                    .into_iter()
+                    .map(|g| {
+                        g.into_iter()
+                            .map(|(file, start, end)| FileTask::Range { file, start, end })
+                            .collect()
+                    })
+                    .collect());
             }
         }
         let mut groups: Vec<Vec<FileTask>> = vec![Vec::new(); partitions.min(tasks.len()).max(1)];
@@ -263,18 +256,6 @@ impl FilePlan {
 
 fn io_err(path: &std::path::Path, e: std::io::Error) -> DataFusionError {
     DataFusionError::Execution(format!("EXTERN: cannot read [{}]: {e}", path.display()))
-}
-
-/// The offset just past the first `\n` at or after `at` (the file length when none).
-fn line_start_after(path: &PathBuf, at: u64) -> Result<u64> {
-    let mut f = File::open(path).map_err(|e| io_err(path, e))?;
-    f.seek(SeekFrom::Start(at)).map_err(|e| io_err(path, e))?;
-    let mut r = BufReader::with_capacity(64 * 1024, f);
-    let mut skipped = Vec::new();
-    let n = r
-        .read_until(b'\n', &mut skipped)
-        .map_err(|e| io_err(path, e))?;
-    Ok(at + n as u64)
 }
 
 /// Runs `tasks` in order, calling `send` with each converted batch; stops when `send`
@@ -300,34 +281,22 @@ pub(crate) fn run(
     }
 }
 
-/// Bytes `[start, end)` of a file, buffered.
-fn open_range(
-    path: &PathBuf,
-    start: u64,
-    end: u64,
-) -> std::io::Result<BufReader<std::io::Take<File>>> {
-    let mut f = File::open(path)?;
-    f.seek(SeekFrom::Start(start))?;
-    Ok(BufReader::with_capacity(1 << 20, f.take(end - start)))
-}
-
-/// Reads one byte range of a text file; false when the receiver is gone or an error was sent.
+/// Reads one byte range of a text file with dolmen-ingest's decoder
+/// ([`decode_range`]: every value as text), converting each batch to the signature; false when
+/// the receiver is gone or an error was sent. NDJSON the decoder rejects is re-read row by
+/// row from the rows not sent yet ([`json_rows`]).
 fn read_range(
     plan: &FilePlan,
-    path: &PathBuf,
+    path: &Path,
     start: u64,
     end: u64,
     schema: &SchemaRef,
     send: &mut dyn FnMut(Result<RecordBatch>) -> bool,
 ) -> bool {
-    let mut reader = match open_range(path, start, end) {
-        Ok(r) => r,
-        Err(e) => return send(Err(io_err(path, e))),
-    };
-    match &plan.format {
+    let (format, read_schema, list_delimiter) = match &plan.format {
         FileFormat::Json => {
             // Everything as text (numbers and booleans as their JSON text), arrays as lists.
-            let read_schema = Arc::new(Schema::new(
+            let read_schema = Schema::new(
                 schema
                     .fields()
                     .iter()
@@ -340,49 +309,11 @@ fn read_range(
                         _ => Field::new(f.name(), DataType::Utf8, true),
                     })
                     .collect::<Vec<_>>(),
-            ));
-            let decoder = arrow::json::ReaderBuilder::new(Arc::clone(&read_schema))
-                .with_batch_size(BATCH_ROWS)
-                .with_coerce_primitive(true)
-                .build_decoder();
-            let mut decoder = match decoder {
-                Ok(d) => d,
-                Err(e) => return send(Err(e.into())),
+            );
+            let format = TextFormat::Json {
+                primitives_as_text: true,
             };
-            let mut sent_rows = 0usize;
-            loop {
-                let batch =
-                    (|| -> std::result::Result<Option<RecordBatch>, arrow::error::ArrowError> {
-                        loop {
-                            let buf = reader.fill_buf().map_err(|e| {
-                                arrow::error::ArrowError::ExternalError(Box::new(e))
-                            })?;
-                            if buf.is_empty() {
-                                break;
-                            }
-                            let read = buf.len();
-                            let used = decoder.decode(buf)?;
-                            reader.consume(used);
-                            if used != read {
-                                break;
-                            }
-                        }
-                        decoder.flush()
-                    })();
-                match batch {
-                    Ok(None) => return true,
-                    Ok(Some(b)) => {
-                        let n = b.num_rows();
-                        if !send(convert_batch(&b, schema, None)) {
-                            return false;
-                        }
-                        sent_rows += n;
-                    }
-                    // Values of unexpected JSON types: this range row by row, as the general
-                    // path reads them.
-                    Err(_) => return json_rows(path, start, end, sent_rows, schema, send),
-                }
-            }
+            (format, read_schema, None)
         }
         FileFormat::Delimited {
             delimiter,
@@ -391,64 +322,55 @@ fn read_range(
             columns,
             list_delimiter,
         } => {
-            let read_schema = Arc::new(Schema::new(
+            let read_schema = Schema::new(
                 columns
                     .iter()
                     .map(|c| Field::new(c, DataType::Utf8, true))
                     .collect::<Vec<_>>(),
-            ));
-            let mut b = arrow::csv::ReaderBuilder::new(Arc::clone(&read_schema))
-                .with_batch_size(BATCH_ROWS)
-                .with_delimiter(*delimiter)
-                .with_header(*header && start == 0)
-                .with_truncated_rows(true);
-            if *quote != 0 {
-                b = b.with_quote(*quote);
-            } else {
-                // TSV has no quoting in Druid: a quote byte text cannot contain.
-                b = b.with_quote(0);
-            }
-            let mut decoder = b.build_decoder();
-            loop {
-                // arrow-csv's own read loop: stop at a full batch or when nothing more decodes
-                // (the end of the input; skipping the header consumes bytes and goes on).
-                let batch =
-                    (|| -> std::result::Result<Option<RecordBatch>, arrow::error::ArrowError> {
-                        loop {
-                            let buf = reader.fill_buf().map_err(|e| {
-                                arrow::error::ArrowError::ExternalError(Box::new(e))
-                            })?;
-                            let used = decoder.decode(buf)?;
-                            reader.consume(used);
-                            if used == 0 || decoder.capacity() == 0 {
-                                break;
-                            }
-                        }
-                        decoder.flush()
-                    })();
-                match batch {
-                    Ok(None) => return true,
-                    Ok(Some(b)) => {
-                        if !send(convert_batch(&b, schema, Some(list_delimiter))) {
-                            return false;
-                        }
-                    }
-                    Err(e) => {
-                        return send(Err(DataFusionError::Execution(format!(
-                            "CannotParseExternalData: [{}]: {e}",
-                            path.display()
-                        ))));
-                    }
-                }
-            }
+            );
+            let format = TextFormat::Delimited {
+                delimiter: *delimiter,
+                quote: *quote,
+                header: *header,
+                truncated_rows: true,
+            };
+            (format, read_schema, Some(list_delimiter.as_str()))
         }
-        FileFormat::Parquet => send(Err(DataFusionError::Internal("parquet range".into()))),
+        FileFormat::Parquet => return send(Err(DataFusionError::Internal("parquet range".into()))),
+    };
+    let mut sent_rows = 0usize;
+    let mut open = true;
+    let decoded = decode_range(
+        path,
+        start,
+        end,
+        &Arc::new(read_schema),
+        &format,
+        BATCH_ROWS,
+        &mut |b| {
+            open = send(convert_batch(&b, schema, list_delimiter));
+            sent_rows += b.num_rows();
+            open
+        },
+    );
+    match (decoded, &plan.format) {
+        (Ok(()), _) => open,
+        // Values of unexpected JSON types: this range row by row, as the general path reads
+        // them.
+        (Err(_), FileFormat::Json) => json_rows(path, start, end, sent_rows, schema, send),
+        (Err(ArrowError::ExternalError(e)), _) if e.is::<std::io::Error>() => send(Err(
+            DataFusionError::Execution(format!("EXTERN: cannot read [{}]: {e}", path.display())),
+        )),
+        (Err(e), _) => send(Err(DataFusionError::Execution(format!(
+            "CannotParseExternalData: [{}]: {e}",
+            path.display()
+        )))),
     }
 }
 
 /// The general path over one byte range of an NDJSON file, skipping `skip` rows.
 fn json_rows(
-    path: &PathBuf,
+    path: &Path,
     start: u64,
     end: u64,
     skip: usize,
@@ -494,7 +416,7 @@ fn json_rows(
 
 /// Reads row groups of a Parquet file.
 fn read_row_groups(
-    path: &PathBuf,
+    path: &Path,
     groups: &[usize],
     schema: &SchemaRef,
     send: &mut dyn FnMut(Result<RecordBatch>) -> bool,

@@ -39,7 +39,12 @@ const MIN_RANGE_BYTES: u64 = 8 << 20;
 #[derive(Debug, Clone)]
 pub enum TextFormat {
     /// Newline-delimited JSON objects, decoded into the table schema's types.
-    Json,
+    Json {
+        /// Numbers and booleans decode into string columns as their JSON text (SQL-based
+        /// ingestion reads every scalar as text and converts it by Druid's rules); when false
+        /// such a value is a decode error.
+        primitives_as_text: bool,
+    },
     /// CSV or TSV, every column of the schema read as text, in file order.
     Delimited {
         /// Field delimiter.
@@ -48,6 +53,9 @@ pub enum TextFormat {
         quote: u8,
         /// The first line of each file is a header (skipped).
         header: bool,
+        /// A line with fewer fields than the schema gets nulls for the missing ones (as Druid's
+        /// CSV parser reads it; SQL-based ingestion); when false it is a decode error.
+        truncated_rows: bool,
     },
 }
 
@@ -77,44 +85,53 @@ impl RangeTable {
         }
     }
 
-    /// Line-aligned byte ranges `(file, start, end)` of about `total / partitions` bytes,
-    /// grouped into at most `partitions` lists.
+    /// The line-aligned byte ranges of the table's files ([`split_ranges`]).
     ///
     /// # Errors
     /// When a file cannot be read.
     pub fn ranges(&self, partitions: usize) -> Result<Vec<Vec<(usize, u64, u64)>>> {
-        let partitions = partitions.max(1);
-        let sizes = self
-            .files
-            .iter()
-            .map(|f| {
-                std::fs::metadata(f)
-                    .map(|m| m.len())
-                    .map_err(|e| io_err(f, e))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let total: u64 = sizes.iter().sum();
-        let target = (total / partitions as u64).max(MIN_RANGE_BYTES);
-        let mut ranges = Vec::new();
-        for (i, (f, len)) in self.files.iter().zip(sizes).enumerate() {
-            let mut start = 0u64;
-            while start < len {
-                let end = if len - start <= target + target / 2 {
-                    len
-                } else {
-                    line_start_after(f, start + target)?.min(len)
-                };
-                ranges.push((i, start, end));
-                start = end;
-            }
-        }
-        let n = partitions.min(ranges.len()).max(1);
-        let mut groups = vec![Vec::new(); n];
-        for (i, r) in ranges.into_iter().enumerate() {
-            groups[i % n].push(r);
-        }
-        Ok(groups)
+        split_ranges(&self.files, partitions)
     }
+}
+
+/// Line-aligned byte ranges `(file, start, end)` of `files` (`file` an index into it) of about
+/// `total / partitions` bytes (at least 8 MiB; a file's last range may be up to half a range
+/// longer), grouped round-robin into at most `partitions` lists: the units of work of a
+/// parallel read, for native batch and SQL-based ingestion alike.
+///
+/// # Errors
+/// When a file cannot be read: an execution error `cannot read [path]: ..`.
+pub fn split_ranges(files: &[PathBuf], partitions: usize) -> Result<Vec<Vec<(usize, u64, u64)>>> {
+    let partitions = partitions.max(1);
+    let sizes = files
+        .iter()
+        .map(|f| {
+            std::fs::metadata(f)
+                .map(|m| m.len())
+                .map_err(|e| io_err(f, e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let total: u64 = sizes.iter().sum();
+    let target = (total / partitions as u64).max(MIN_RANGE_BYTES);
+    let mut ranges = Vec::new();
+    for (i, (f, len)) in files.iter().zip(sizes).enumerate() {
+        let mut start = 0u64;
+        while start < len {
+            let end = if len - start <= target + target / 2 {
+                len
+            } else {
+                line_start_after(f, start + target)?.min(len)
+            };
+            ranges.push((i, start, end));
+            start = end;
+        }
+    }
+    let n = partitions.min(ranges.len()).max(1);
+    let mut groups = vec![Vec::new(); n];
+    for (i, r) in ranges.into_iter().enumerate() {
+        groups[i % n].push(r);
+    }
+    Ok(groups)
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> DataFusionError {
@@ -168,10 +185,11 @@ pub fn decode_range(
     let mut reader =
         open_range(path, start, end).map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
     match format {
-        TextFormat::Json => {
+        TextFormat::Json { primitives_as_text } => {
             let step = batch_rows.min(JSON_DECODE_ROWS);
             let mut decoder = arrow::json::ReaderBuilder::new(Arc::clone(schema))
                 .with_batch_size(step)
+                .with_coerce_primitive(*primitives_as_text)
                 .build_decoder()?;
             loop {
                 loop {
@@ -202,12 +220,14 @@ pub fn decode_range(
             delimiter,
             quote,
             header,
+            truncated_rows,
         } => {
             let mut decoder = arrow::csv::ReaderBuilder::new(Arc::clone(schema))
                 .with_batch_size(batch_rows)
                 .with_delimiter(*delimiter)
                 .with_quote(*quote)
                 .with_header(*header && start == 0)
+                .with_truncated_rows(*truncated_rows)
                 // Empty fields decode as null (arrow's cheap default check; a never-matching
                 // null regex cost ~9% of the CSV build's CPU in a profile): callers that want
                 // Druid's empty strings fill them in.
