@@ -29,7 +29,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
-use dolmen_ingest::input::ranges::{TextFormat, decode_range, open_range, split_ranges};
+use dolmen_ingest::input::ranges::{
+    DelimitedText, TextFormat, decode_range, open_range, split_ranges,
+};
 use dolmen_ingest::input::{InputEntity, InputFormat, InputSource};
 
 use crate::external::convert;
@@ -43,14 +45,7 @@ pub(crate) enum FileFormat {
     /// Newline-delimited JSON.
     Json,
     /// CSV or TSV, every column read as text.
-    Delimited {
-        delimiter: u8,
-        /// 0: no quoting (TSV).
-        quote: u8,
-        header: bool,
-        columns: Vec<String>,
-        list_delimiter: String,
-    },
+    Delimited(DelimitedText),
     /// Parquet.
     Parquet,
 }
@@ -108,100 +103,12 @@ pub(crate) fn plan(
         InputFormat::Parquet { flatten_spec, .. } if !flatten_fields(flatten_spec) => {
             FileFormat::Parquet
         }
-        InputFormat::Csv {
-            columns,
-            list_delimiter,
-            find_columns_from_header,
-            skip_header_rows,
-            has_header_row,
-            try_parse_numbers,
-        } => delimited(
-            &files,
-            b',',
-            b'"',
-            columns.as_deref(),
-            list_delimiter.as_deref(),
-            find_columns_from_header
-                .or(*has_header_row)
-                .unwrap_or(false),
-            skip_header_rows.unwrap_or(0),
-            try_parse_numbers.unwrap_or(false),
-        )?,
-        InputFormat::Tsv {
-            delimiter,
-            columns,
-            list_delimiter,
-            find_columns_from_header,
-            skip_header_rows,
-            has_header_row,
-            try_parse_numbers,
-        } => {
-            let d = delimiter.as_deref().unwrap_or("\t");
-            if d.len() != 1 {
-                return None;
-            }
-            delimited(
-                &files,
-                d.as_bytes()[0],
-                0,
-                columns.as_deref(),
-                list_delimiter.as_deref(),
-                find_columns_from_header
-                    .or(*has_header_row)
-                    .unwrap_or(false),
-                skip_header_rows.unwrap_or(0),
-                try_parse_numbers.unwrap_or(false),
-            )?
+        InputFormat::Csv { .. } | InputFormat::Tsv { .. } => {
+            FileFormat::Delimited(DelimitedText::of(format, &files).ok()?)
         }
         _ => return None,
     };
     Some(FilePlan { format, files })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn delimited(
-    files: &[PathBuf],
-    delimiter: u8,
-    quote: u8,
-    columns: Option<&[String]>,
-    list_delimiter: Option<&str>,
-    header: bool,
-    skip_header_rows: usize,
-    try_parse_numbers: bool,
-) -> Option<FileFormat> {
-    if skip_header_rows > 0 || try_parse_numbers {
-        return None;
-    }
-    let columns = if header {
-        // Every file must carry the same header.
-        let mut first: Option<Vec<String>> = None;
-        for f in files {
-            let h = dolmen_ingest::columnar::read_header(f, delimiter, quote).ok()?;
-            match &first {
-                None => first = Some(h),
-                Some(c) if *c == h => {}
-                Some(_) => return None,
-            }
-        }
-        first?
-    } else {
-        columns.filter(|c| !c.is_empty())?.to_vec()
-    };
-    let mut seen = std::collections::HashSet::new();
-    if columns
-        .iter()
-        .any(|c| c.is_empty() || !seen.insert(c.clone()))
-    {
-        return None;
-    }
-    Some(FileFormat::Delimited {
-        delimiter,
-        quote,
-        header,
-        columns,
-        // Druid's default multi-value delimiter.
-        list_delimiter: list_delimiter.unwrap_or("\u{1}").to_string(),
-    })
 }
 
 impl FilePlan {
@@ -315,26 +222,18 @@ fn read_range(
             };
             (format, read_schema, None)
         }
-        FileFormat::Delimited {
-            delimiter,
-            quote,
-            header,
-            columns,
-            list_delimiter,
-        } => {
+        FileFormat::Delimited(text) => {
             let read_schema = Schema::new(
-                columns
+                text.columns
                     .iter()
                     .map(|c| Field::new(c, DataType::Utf8, true))
                     .collect::<Vec<_>>(),
             );
-            let format = TextFormat::Delimited {
-                delimiter: *delimiter,
-                quote: *quote,
-                header: *header,
-                truncated_rows: true,
-            };
-            (format, read_schema, Some(list_delimiter.as_str()))
+            (
+                text.text_format(true),
+                read_schema,
+                Some(text.list_delimiter.as_str()),
+            )
         }
         FileFormat::Parquet => return send(Err(DataFusionError::Internal("parquet range".into()))),
     };
