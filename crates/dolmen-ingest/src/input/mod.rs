@@ -42,6 +42,7 @@ pub mod ranges;
 mod remote;
 pub mod s3;
 mod source;
+pub mod thread_exec;
 
 use std::fmt;
 

@@ -13,7 +13,6 @@
 //! stream; the columnar build then reruns the task on the row path (see `crate::columnar`).
 
 use std::collections::HashSet;
-use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -26,17 +25,12 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::TableType;
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::ExecutionPlan;
 
 use super::InputFormat;
 use super::delimited::Splitting;
+use super::thread_exec::ThreadReadExec;
 
 /// Smallest byte range worth its own task.
 const MIN_RANGE_BYTES: u64 = 8 << 20;
@@ -394,124 +388,47 @@ impl TableProvider for RangeTable {
             Some(p) => Arc::new(self.schema.project(p)?),
             None => Arc::clone(&self.schema),
         };
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(Arc::clone(&out_schema)),
-            Partitioning::UnknownPartitioning(groups.len()),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
-        Ok(Arc::new(RangeExec {
-            table: self.clone(),
-            groups,
-            projection: projection.cloned(),
-            out_schema,
-            properties,
-        }))
-    }
-}
-
-/// Reads groups of byte ranges, one partition per group.
-#[derive(Debug)]
-struct RangeExec {
-    table: RangeTable,
-    groups: Vec<Vec<(usize, u64, u64)>>,
-    projection: Option<Vec<usize>>,
-    out_schema: SchemaRef,
-    properties: Arc<PlanProperties>,
-}
-
-impl DisplayAs for RangeExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "RangeExec: files={}, partitions={}",
-            self.table.files.len(),
-            self.groups.len()
-        )
-    }
-}
-
-impl ExecutionPlan for RangeExec {
-    fn name(&self) -> &str {
-        "RangeExec"
-    }
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        Vec::new()
-    }
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(
-            &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
-        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
-    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
-        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-    }
-    fn replace_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: datafusion::physical_plan::ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-    fn execute(
-        &self,
-        partition: usize,
-        _context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
-        let ranges = self.groups.get(partition).cloned().unwrap_or_default();
-        let table = self.table.clone();
-        let projection = self.projection.clone();
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
-        // A plain thread: decoding is blocking work; it ends when the receiver is dropped.
-        std::thread::Builder::new()
-            .name("dolmen-ranges".into())
-            .spawn(move || {
-                for (file, start, end) in ranges {
-                    let path = &table.files[file];
-                    let mut open = true;
-                    let mut send = |b: RecordBatch| {
-                        let b = match &projection {
+        let detail = format!("files={}, partitions={}", self.files.len(), groups.len());
+        let partitions = groups.len();
+        let table = self.clone();
+        let projection = projection.cloned();
+        let read = move |partition: usize, send: &mut dyn FnMut(Result<RecordBatch>) -> bool| {
+            for &(file, start, end) in groups.get(partition).into_iter().flatten() {
+                let path = &table.files[file];
+                let mut open = true;
+                let r = decode_range(
+                    path,
+                    start,
+                    end,
+                    &table.schema,
+                    &table.format,
+                    table.batch_rows,
+                    &mut |b| {
+                        open = send(match &projection {
                             Some(p) => b.project(p).map_err(DataFusionError::from),
                             None => Ok(b),
-                        };
-                        open = tx.blocking_send(b).is_ok();
+                        });
                         open
-                    };
-                    let r = decode_range(
-                        path,
-                        start,
-                        end,
-                        &table.schema,
-                        &table.format,
-                        table.batch_rows,
-                        &mut send,
-                    );
-                    if let Err(e) = r {
-                        let _ = tx.blocking_send(Err(DataFusionError::Execution(format!(
-                            "[{}]: {e}",
-                            path.display()
-                        ))));
-                        return;
-                    }
-                    if !open {
-                        return;
-                    }
+                    },
+                );
+                if let Err(e) = r {
+                    send(Err(DataFusionError::Execution(format!(
+                        "[{}]: {e}",
+                        path.display()
+                    ))));
+                    return;
                 }
-            })
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.out_schema),
-            stream,
+                if !open {
+                    return;
+                }
+            }
+        };
+        Ok(Arc::new(ThreadReadExec::new(
+            "RangeExec",
+            detail,
+            out_schema,
+            partitions,
+            Arc::new(read),
         )))
     }
 }
