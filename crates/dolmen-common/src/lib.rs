@@ -10,10 +10,13 @@
 //! - [`period`]: ISO 8601 periods, adding them in a zone, and Druid's period bucketing;
 //! - [`joda`]: Joda-Time `DateTimeFormat` patterns, formatting and parsing.
 //!
+//! [`java_number`] prints doubles and floats as Java does, for result writers and functions.
+//!
 //! Nothing here knows about HTTP, SQL or storage; every other crate depends on this one.
 
 pub mod config;
 pub mod error;
+pub mod java_number;
 pub mod joda;
 pub mod period;
 pub mod time;

@@ -83,6 +83,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::IngestError;
 use crate::index::{BuiltSegment, DimSlot};
+use crate::input::ranges::DelimitedText;
 use crate::input::{InputEntity, InputFormat};
 use crate::memory_pool::LendingFairPool;
 use crate::rows::MetricKind;
@@ -259,51 +260,19 @@ pub fn plan(
     let excluded = crate::task::discovery_exclusions(spec);
 
     let source = match &io.input_format {
-        InputFormat::Csv {
-            columns,
-            list_delimiter,
-            find_columns_from_header,
-            skip_header_rows,
-            has_header_row,
-            try_parse_numbers,
-        } => delimited_source(
-            &files,
-            b',',
-            b'"',
-            columns.as_deref(),
-            list_delimiter.is_some(),
-            find_columns_from_header
-                .or(*has_header_row)
-                .unwrap_or(false),
-            skip_header_rows.unwrap_or(0),
-            try_parse_numbers.unwrap_or(false),
-        )?,
-        InputFormat::Tsv {
-            delimiter,
-            columns,
-            list_delimiter,
-            find_columns_from_header,
-            skip_header_rows,
-            has_header_row,
-            try_parse_numbers,
-        } => {
-            let d = delimiter.as_deref().unwrap_or("\t");
-            if d.len() != 1 {
-                return Err("multi-byte TSV delimiter".into());
+        InputFormat::Csv { .. } | InputFormat::Tsv { .. } => {
+            let text = DelimitedText::of(&io.input_format, &files)?;
+            // Values holding the default delimiter are checked per batch (druid_single_valued);
+            // any other one makes values multi-value.
+            if text.list_delimiter != crate::input::DEFAULT_LIST_DELIMITER {
+                return Err("listDelimiter (multi-value) needs the row path".into());
             }
-            // TSV has no quoting in Druid: use a quote byte that text cannot contain.
-            delimited_source(
-                &files,
-                d.as_bytes()[0],
-                0,
-                columns.as_deref(),
-                list_delimiter.is_some(),
-                find_columns_from_header
-                    .or(*has_header_row)
-                    .unwrap_or(false),
-                skip_header_rows.unwrap_or(0),
-                try_parse_numbers.unwrap_or(false),
-            )?
+            SourceKind::Delimited {
+                columns: text.columns,
+                header: text.header,
+                delimiter: text.delimiter,
+                quote: text.quote,
+            }
         }
         InputFormat::Json { flatten_spec, .. } => {
             if flatten_has_fields(flatten_spec.as_ref()) {
@@ -468,79 +437,6 @@ fn parquet_schema(files: &[PathBuf]) -> Result<SchemaRef, String> {
         }
     }
     first.ok_or_else(|| "no input files".into())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn delimited_source(
-    files: &[PathBuf],
-    delimiter: u8,
-    quote: u8,
-    columns: Option<&[String]>,
-    list_delimiter: bool,
-    header: bool,
-    skip_header_rows: usize,
-    try_parse_numbers: bool,
-) -> Result<SourceKind, String> {
-    if list_delimiter {
-        return Err("listDelimiter (multi-value) needs the row path".into());
-    }
-    if skip_header_rows > 0 {
-        return Err("skipHeaderRows needs the row path".into());
-    }
-    if try_parse_numbers {
-        return Err("tryParseNumbers needs the row path".into());
-    }
-    let columns = if header {
-        // Every file must carry the same header: each file's own header names its columns.
-        let mut first: Option<Vec<String>> = None;
-        for f in files {
-            let h = read_header(f, delimiter, quote)?;
-            match &first {
-                None => first = Some(h),
-                Some(c) if *c == h => {}
-                Some(_) => return Err("files have different headers".into()),
-            }
-        }
-        first.unwrap_or_default()
-    } else {
-        match columns {
-            Some(c) if !c.is_empty() => c.to_vec(),
-            _ => return Err("no columns".into()),
-        }
-    };
-    let mut seen = HashSet::new();
-    if columns
-        .iter()
-        .any(|c| c.is_empty() || !seen.insert(c.as_str()))
-    {
-        return Err("empty or repeated column names".into());
-    }
-    Ok(SourceKind::Delimited {
-        columns,
-        header,
-        delimiter,
-        quote,
-    })
-}
-
-/// The first record of a CSV/TSV file as column names (`quote` 0: no quoting, as TSV).
-///
-/// # Errors
-/// When the file cannot be read, is empty, or its first record does not parse.
-pub fn read_header(path: &Path, delimiter: u8, quote: u8) -> Result<Vec<String>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("[{}]: {e}", path.display()))?;
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .delimiter(delimiter)
-        .quoting(quote != 0)
-        .quote(if quote == 0 { b'"' } else { quote })
-        .from_reader(std::io::BufReader::new(file));
-    let mut rec = csv::StringRecord::new();
-    match rdr.read_record(&mut rec) {
-        Ok(true) => Ok(rec.iter().map(str::to_string).collect()),
-        Ok(false) => Err(format!("[{}] is empty", path.display())),
-        Err(e) => Err(format!("[{}]: {e}", path.display())),
-    }
 }
 
 /// Runs the columnar build of `plan` into segment files under `work_dir`.
@@ -947,6 +843,7 @@ async fn scan(
                     delimiter: *delimiter,
                     quote: *quote,
                     header: *header,
+                    truncated_rows: false,
                 },
             )
         }
@@ -957,7 +854,12 @@ async fn scan(
                     .map(|(n, t)| Field::new(n, t.clone(), true))
                     .collect::<Vec<_>>(),
             );
-            text(schema, TextFormat::Json)
+            text(
+                schema,
+                TextFormat::Json {
+                    primitives_as_text: false,
+                },
+            )
         }
         SourceKind::Parquet { schema } => {
             let opts = ParquetReadOptions::default()

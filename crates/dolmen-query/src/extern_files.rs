@@ -1,6 +1,8 @@
 //! The fast path of `EXTERN` ([`crate::external`]) for local files: NDJSON, CSV/TSV and Parquet
 //! decoded straight into Arrow batches, in parallel byte ranges (text) or row groups
-//! (Parquet), instead of row by row through JSON maps.
+//! (Parquet), instead of row by row through JSON maps. Text files are split and decoded by
+//! native ingestion's reader ([`dolmen_ingest::input::ranges`]: the same line-aligned ranges
+//! and Arrow decoders, with every value read as text).
 //!
 //! Values get exactly the general path's Druid conversions ([`crate::external::convert`]),
 //! applied a column at a time ([`to_signature`]): text columns are decoded as strings (NDJSON
@@ -14,8 +16,8 @@
 //! multi-byte TSV delimiters, `COMPLEX<json>` columns, and non-local sources.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -24,8 +26,12 @@ use arrow::array::{
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
+use dolmen_ingest::input::ranges::{
+    DelimitedText, TextFormat, decode_range, open_range, split_ranges,
+};
 use dolmen_ingest::input::{InputEntity, InputFormat, InputSource};
 
 use crate::external::convert;
@@ -33,23 +39,13 @@ use crate::external::convert;
 /// Rows per decoded batch.
 const BATCH_ROWS: usize = 16 * 1024;
 
-/// Smallest byte range worth its own task.
-const MIN_RANGE_BYTES: u64 = 8 << 20;
-
 /// How the files are decoded.
 #[derive(Debug, Clone)]
 pub(crate) enum FileFormat {
     /// Newline-delimited JSON.
     Json,
     /// CSV or TSV, every column read as text.
-    Delimited {
-        delimiter: u8,
-        /// 0: no quoting (TSV).
-        quote: u8,
-        header: bool,
-        columns: Vec<String>,
-        list_delimiter: String,
-    },
+    Delimited(DelimitedText),
     /// Parquet.
     Parquet,
 }
@@ -107,100 +103,12 @@ pub(crate) fn plan(
         InputFormat::Parquet { flatten_spec, .. } if !flatten_fields(flatten_spec) => {
             FileFormat::Parquet
         }
-        InputFormat::Csv {
-            columns,
-            list_delimiter,
-            find_columns_from_header,
-            skip_header_rows,
-            has_header_row,
-            try_parse_numbers,
-        } => delimited(
-            &files,
-            b',',
-            b'"',
-            columns.as_deref(),
-            list_delimiter.as_deref(),
-            find_columns_from_header
-                .or(*has_header_row)
-                .unwrap_or(false),
-            skip_header_rows.unwrap_or(0),
-            try_parse_numbers.unwrap_or(false),
-        )?,
-        InputFormat::Tsv {
-            delimiter,
-            columns,
-            list_delimiter,
-            find_columns_from_header,
-            skip_header_rows,
-            has_header_row,
-            try_parse_numbers,
-        } => {
-            let d = delimiter.as_deref().unwrap_or("\t");
-            if d.len() != 1 {
-                return None;
-            }
-            delimited(
-                &files,
-                d.as_bytes()[0],
-                0,
-                columns.as_deref(),
-                list_delimiter.as_deref(),
-                find_columns_from_header
-                    .or(*has_header_row)
-                    .unwrap_or(false),
-                skip_header_rows.unwrap_or(0),
-                try_parse_numbers.unwrap_or(false),
-            )?
+        InputFormat::Csv { .. } | InputFormat::Tsv { .. } => {
+            FileFormat::Delimited(DelimitedText::of(format, &files).ok()?)
         }
         _ => return None,
     };
     Some(FilePlan { format, files })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn delimited(
-    files: &[PathBuf],
-    delimiter: u8,
-    quote: u8,
-    columns: Option<&[String]>,
-    list_delimiter: Option<&str>,
-    header: bool,
-    skip_header_rows: usize,
-    try_parse_numbers: bool,
-) -> Option<FileFormat> {
-    if skip_header_rows > 0 || try_parse_numbers {
-        return None;
-    }
-    let columns = if header {
-        // Every file must carry the same header.
-        let mut first: Option<Vec<String>> = None;
-        for f in files {
-            let h = dolmen_ingest::columnar::read_header(f, delimiter, quote).ok()?;
-            match &first {
-                None => first = Some(h),
-                Some(c) if *c == h => {}
-                Some(_) => return None,
-            }
-        }
-        first?
-    } else {
-        columns.filter(|c| !c.is_empty())?.to_vec()
-    };
-    let mut seen = std::collections::HashSet::new();
-    if columns
-        .iter()
-        .any(|c| c.is_empty() || !seen.insert(c.clone()))
-    {
-        return None;
-    }
-    Some(FileFormat::Delimited {
-        delimiter,
-        quote,
-        header,
-        columns,
-        // Druid's default multi-value delimiter.
-        list_delimiter: list_delimiter.unwrap_or("\u{1}").to_string(),
-    })
 }
 
 impl FilePlan {
@@ -227,29 +135,21 @@ impl FilePlan {
                 }
             }
             _ => {
-                let total: u64 = self
-                    .files
-                    .iter()
-                    .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
-                    .sum();
-                let target = (total / partitions as u64).max(MIN_RANGE_BYTES);
-                for (i, f) in self.files.iter().enumerate() {
-                    let len = std::fs::metadata(f).map_err(|e| io_err(f, e))?.len();
-                    let mut start = 0u64;
-                    while start < len {
-                        let end = if len - start <= target + target / 2 {
-                            len
-                        } else {
-                            line_start_after(f, start + target)?.min(len)
-                        };
-                        tasks.push(FileTask::Range {
-                            file: i,
-                            start,
-                            end,
-                        });
-                        start = end;
-                    }
-                }
+                // Line-aligned byte ranges, split and grouped as native ingestion does.
+                return Ok(split_ranges(&self.files, partitions)
+                    .map_err(|e| match e {
+                        DataFusionError::Execution(m) => {
+                            DataFusionError::Execution(format!("EXTERN: {m}"))
+                        }
+                        e => e,
+                    })?
+                    .into_iter()
+                    .map(|g| {
+                        g.into_iter()
+                            .map(|(file, start, end)| FileTask::Range { file, start, end })
+                            .collect()
+                    })
+                    .collect());
             }
         }
         let mut groups: Vec<Vec<FileTask>> = vec![Vec::new(); partitions.min(tasks.len()).max(1)];
@@ -263,18 +163,6 @@ impl FilePlan {
 
 fn io_err(path: &std::path::Path, e: std::io::Error) -> DataFusionError {
     DataFusionError::Execution(format!("EXTERN: cannot read [{}]: {e}", path.display()))
-}
-
-/// The offset just past the first `\n` at or after `at` (the file length when none).
-fn line_start_after(path: &PathBuf, at: u64) -> Result<u64> {
-    let mut f = File::open(path).map_err(|e| io_err(path, e))?;
-    f.seek(SeekFrom::Start(at)).map_err(|e| io_err(path, e))?;
-    let mut r = BufReader::with_capacity(64 * 1024, f);
-    let mut skipped = Vec::new();
-    let n = r
-        .read_until(b'\n', &mut skipped)
-        .map_err(|e| io_err(path, e))?;
-    Ok(at + n as u64)
 }
 
 /// Runs `tasks` in order, calling `send` with each converted batch; stops when `send`
@@ -300,34 +188,22 @@ pub(crate) fn run(
     }
 }
 
-/// Bytes `[start, end)` of a file, buffered.
-fn open_range(
-    path: &PathBuf,
-    start: u64,
-    end: u64,
-) -> std::io::Result<BufReader<std::io::Take<File>>> {
-    let mut f = File::open(path)?;
-    f.seek(SeekFrom::Start(start))?;
-    Ok(BufReader::with_capacity(1 << 20, f.take(end - start)))
-}
-
-/// Reads one byte range of a text file; false when the receiver is gone or an error was sent.
+/// Reads one byte range of a text file with dolmen-ingest's decoder
+/// ([`decode_range`]: every value as text), converting each batch to the signature; false when
+/// the receiver is gone or an error was sent. NDJSON the decoder rejects is re-read row by
+/// row from the rows not sent yet ([`json_rows`]).
 fn read_range(
     plan: &FilePlan,
-    path: &PathBuf,
+    path: &Path,
     start: u64,
     end: u64,
     schema: &SchemaRef,
     send: &mut dyn FnMut(Result<RecordBatch>) -> bool,
 ) -> bool {
-    let mut reader = match open_range(path, start, end) {
-        Ok(r) => r,
-        Err(e) => return send(Err(io_err(path, e))),
-    };
-    match &plan.format {
+    let (format, read_schema, list_delimiter) = match &plan.format {
         FileFormat::Json => {
             // Everything as text (numbers and booleans as their JSON text), arrays as lists.
-            let read_schema = Arc::new(Schema::new(
+            let read_schema = Schema::new(
                 schema
                     .fields()
                     .iter()
@@ -340,115 +216,60 @@ fn read_range(
                         _ => Field::new(f.name(), DataType::Utf8, true),
                     })
                     .collect::<Vec<_>>(),
-            ));
-            let decoder = arrow::json::ReaderBuilder::new(Arc::clone(&read_schema))
-                .with_batch_size(BATCH_ROWS)
-                .with_coerce_primitive(true)
-                .build_decoder();
-            let mut decoder = match decoder {
-                Ok(d) => d,
-                Err(e) => return send(Err(e.into())),
+            );
+            let format = TextFormat::Json {
+                primitives_as_text: true,
             };
-            let mut sent_rows = 0usize;
-            loop {
-                let batch =
-                    (|| -> std::result::Result<Option<RecordBatch>, arrow::error::ArrowError> {
-                        loop {
-                            let buf = reader.fill_buf().map_err(|e| {
-                                arrow::error::ArrowError::ExternalError(Box::new(e))
-                            })?;
-                            if buf.is_empty() {
-                                break;
-                            }
-                            let read = buf.len();
-                            let used = decoder.decode(buf)?;
-                            reader.consume(used);
-                            if used != read {
-                                break;
-                            }
-                        }
-                        decoder.flush()
-                    })();
-                match batch {
-                    Ok(None) => return true,
-                    Ok(Some(b)) => {
-                        let n = b.num_rows();
-                        if !send(convert_batch(&b, schema, None)) {
-                            return false;
-                        }
-                        sent_rows += n;
-                    }
-                    // Values of unexpected JSON types: this range row by row, as the general
-                    // path reads them.
-                    Err(_) => return json_rows(path, start, end, sent_rows, schema, send),
-                }
-            }
+            (format, read_schema, None)
         }
-        FileFormat::Delimited {
-            delimiter,
-            quote,
-            header,
-            columns,
-            list_delimiter,
-        } => {
-            let read_schema = Arc::new(Schema::new(
-                columns
+        FileFormat::Delimited(text) => {
+            let read_schema = Schema::new(
+                text.columns
                     .iter()
                     .map(|c| Field::new(c, DataType::Utf8, true))
                     .collect::<Vec<_>>(),
-            ));
-            let mut b = arrow::csv::ReaderBuilder::new(Arc::clone(&read_schema))
-                .with_batch_size(BATCH_ROWS)
-                .with_delimiter(*delimiter)
-                .with_header(*header && start == 0)
-                .with_truncated_rows(true);
-            if *quote != 0 {
-                b = b.with_quote(*quote);
-            } else {
-                // TSV has no quoting in Druid: a quote byte text cannot contain.
-                b = b.with_quote(0);
-            }
-            let mut decoder = b.build_decoder();
-            loop {
-                // arrow-csv's own read loop: stop at a full batch or when nothing more decodes
-                // (the end of the input; skipping the header consumes bytes and goes on).
-                let batch =
-                    (|| -> std::result::Result<Option<RecordBatch>, arrow::error::ArrowError> {
-                        loop {
-                            let buf = reader.fill_buf().map_err(|e| {
-                                arrow::error::ArrowError::ExternalError(Box::new(e))
-                            })?;
-                            let used = decoder.decode(buf)?;
-                            reader.consume(used);
-                            if used == 0 || decoder.capacity() == 0 {
-                                break;
-                            }
-                        }
-                        decoder.flush()
-                    })();
-                match batch {
-                    Ok(None) => return true,
-                    Ok(Some(b)) => {
-                        if !send(convert_batch(&b, schema, Some(list_delimiter))) {
-                            return false;
-                        }
-                    }
-                    Err(e) => {
-                        return send(Err(DataFusionError::Execution(format!(
-                            "CannotParseExternalData: [{}]: {e}",
-                            path.display()
-                        ))));
-                    }
-                }
-            }
+            );
+            (
+                text.text_format(true),
+                read_schema,
+                Some(text.list_delimiter.as_str()),
+            )
         }
-        FileFormat::Parquet => send(Err(DataFusionError::Internal("parquet range".into()))),
+        FileFormat::Parquet => return send(Err(DataFusionError::Internal("parquet range".into()))),
+    };
+    let mut sent_rows = 0usize;
+    let mut open = true;
+    let decoded = decode_range(
+        path,
+        start,
+        end,
+        &Arc::new(read_schema),
+        &format,
+        BATCH_ROWS,
+        &mut |b| {
+            open = send(convert_batch(&b, schema, list_delimiter));
+            sent_rows += b.num_rows();
+            open
+        },
+    );
+    match (decoded, &plan.format) {
+        (Ok(()), _) => open,
+        // Values of unexpected JSON types: this range row by row, as the general path reads
+        // them.
+        (Err(_), FileFormat::Json) => json_rows(path, start, end, sent_rows, schema, send),
+        (Err(ArrowError::ExternalError(e)), _) if e.is::<std::io::Error>() => send(Err(
+            DataFusionError::Execution(format!("EXTERN: cannot read [{}]: {e}", path.display())),
+        )),
+        (Err(e), _) => send(Err(DataFusionError::Execution(format!(
+            "CannotParseExternalData: [{}]: {e}",
+            path.display()
+        )))),
     }
 }
 
 /// The general path over one byte range of an NDJSON file, skipping `skip` rows.
 fn json_rows(
-    path: &PathBuf,
+    path: &Path,
     start: u64,
     end: u64,
     skip: usize,
@@ -494,7 +315,7 @@ fn json_rows(
 
 /// Reads row groups of a Parquet file.
 fn read_row_groups(
-    path: &PathBuf,
+    path: &Path,
     groups: &[usize],
     schema: &SchemaRef,
     send: &mut dyn FnMut(Result<RecordBatch>) -> bool,

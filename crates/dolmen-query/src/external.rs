@@ -21,7 +21,6 @@
 //! parsed fails the query, naming the input. Local NDJSON, CSV/TSV and Parquet files take a
 //! vectorized path with the same conversions (`crate::extern_files`).
 
-use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -34,17 +33,12 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::datasource::TableType;
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::sqlparser::dialect::Dialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use dolmen_ingest::input::thread_exec::ThreadReadExec;
 use dolmen_ingest::input::{InputEntity, InputFormat, InputSource, open_rows};
 use serde_json::Value;
 
@@ -549,24 +543,47 @@ impl TableProvider for ExternTable {
                 Work::Rows(groups)
             }
         };
+        let detail = format!(
+            "format={}, partitions={}, vectorized={}",
+            self.format.type_name(),
+            work.partitions(),
+            matches!(work, Work::Files(..))
+        );
         let partitions = work.partitions();
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(Arc::clone(&schema)),
-            Partitioning::UnknownPartitioning(partitions),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
-        Ok(Arc::new(ExternExec {
-            work,
-            format: self.format.clone(),
+        let format = self.format.clone();
+        let thread_schema = Arc::clone(&schema);
+        let read = move |partition: usize, send: &mut dyn FnMut(Result<RecordBatch>) -> bool| {
+            match &work {
+                Work::Rows(groups) => {
+                    let entities = groups.get(partition).map_or(&[][..], Vec::as_slice);
+                    read_entities(entities, &format, &thread_schema, limit, send);
+                }
+                Work::Files(plan, tasks) => {
+                    let tasks = tasks.get(partition).map_or(&[][..], Vec::as_slice);
+                    let mut sent = 0usize;
+                    let mut send = |r: Result<RecordBatch>| {
+                        let (failed, n) = match &r {
+                            Ok(b) => (false, b.num_rows()),
+                            Err(_) => (true, 0),
+                        };
+                        sent += n;
+                        send(r) && !failed && limit.is_none_or(|l| sent < l)
+                    };
+                    crate::extern_files::run(plan, tasks, &thread_schema, &mut send);
+                }
+            }
+        };
+        Ok(Arc::new(ThreadReadExec::new(
+            "ExternExec",
+            detail,
             schema,
-            limit,
-            properties,
-        }))
+            partitions,
+            Arc::new(read),
+        )))
     }
 }
 
-/// What each partition of an [`ExternExec`] reads.
+/// What each partition of the `EXTERN` scan reads.
 #[derive(Debug)]
 enum Work {
     /// Input entities, row by row (the general path).
@@ -587,109 +604,14 @@ impl Work {
     }
 }
 
-/// Reads the input as record batches, one partition per group of work.
-#[derive(Debug)]
-struct ExternExec {
-    work: Work,
-    format: InputFormat,
-    schema: SchemaRef,
-    limit: Option<usize>,
-    properties: Arc<PlanProperties>,
-}
-
-impl DisplayAs for ExternExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "ExternExec: format={}, partitions={}, vectorized={}",
-            self.format.type_name(),
-            self.work.partitions(),
-            matches!(self.work, Work::Files(..))
-        )
-    }
-}
-
-impl ExecutionPlan for ExternExec {
-    fn name(&self) -> &str {
-        "ExternExec"
-    }
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        Vec::new()
-    }
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(
-            &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
-        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
-    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
-        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-    }
-    fn replace_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: datafusion::physical_plan::ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-    fn execute(
-        &self,
-        partition: usize,
-        _context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
-        let schema = Arc::clone(&self.schema);
-        let limit = self.limit;
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
-        let thread_schema = Arc::clone(&schema);
-        let job: Box<dyn FnOnce() + Send> = match &self.work {
-            Work::Rows(groups) => {
-                let entities = groups.get(partition).cloned().unwrap_or_default();
-                let format = self.format.clone();
-                Box::new(move || read_entities(&entities, &format, &thread_schema, limit, &tx))
-            }
-            Work::Files(plan, tasks) => {
-                let plan = Arc::clone(plan);
-                let tasks = tasks.get(partition).cloned().unwrap_or_default();
-                Box::new(move || {
-                    let mut sent = 0usize;
-                    let mut send = |r: Result<RecordBatch>| {
-                        let (failed, n) = match &r {
-                            Ok(b) => (false, b.num_rows()),
-                            Err(_) => (true, 0),
-                        };
-                        sent += n;
-                        tx.blocking_send(r).is_ok() && !failed && limit.is_none_or(|l| sent < l)
-                    };
-                    crate::extern_files::run(&plan, &tasks, &thread_schema, &mut send);
-                })
-            }
-        };
-        // A plain thread: parsing is blocking work, and it ends when the receiver is dropped.
-        std::thread::Builder::new()
-            .name("dolmen-extern".into())
-            .spawn(job)
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
-    }
-}
-
 /// Reads `entities` in order, sending batches of [`BATCH_ROWS`] rows until done, `limit`
-/// rows, an error, or the receiver is gone.
+/// rows, an error, or `send` returns false (the receiver is gone).
 fn read_entities(
     entities: &[InputEntity],
     format: &InputFormat,
     schema: &SchemaRef,
     limit: Option<usize>,
-    tx: &tokio::sync::mpsc::Sender<Result<RecordBatch>>,
+    send: &mut dyn FnMut(Result<RecordBatch>) -> bool,
 ) {
     let mut builders = Builders::new(schema);
     let mut sent = 0usize;
@@ -697,7 +619,7 @@ fn read_entities(
         let rows = match open_rows(entity, format) {
             Ok(r) => r,
             Err(e) => {
-                let _ = tx.blocking_send(Err(DataFusionError::Execution(format!(
+                send(Err(DataFusionError::Execution(format!(
                     "EXTERN: cannot read [{}]: {e}",
                     entity.name()
                 ))));
@@ -708,7 +630,7 @@ fn read_entities(
             let row = match row {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = tx.blocking_send(Err(DataFusionError::Execution(format!(
+                    send(Err(DataFusionError::Execution(format!(
                         "CannotParseExternalData: [{}]: {e}",
                         entity.name()
                     ))));
@@ -718,7 +640,7 @@ fn read_entities(
             builders.push(&row);
             if builders.len() >= BATCH_ROWS || limit.is_some_and(|l| sent + builders.len() >= l) {
                 let n = builders.len();
-                if tx.blocking_send(builders.finish()).is_err() {
+                if !send(builders.finish()) {
                     return;
                 }
                 sent += n;
@@ -729,7 +651,7 @@ fn read_entities(
         }
     }
     if builders.len() > 0 {
-        let _ = tx.blocking_send(builders.finish());
+        send(builders.finish());
     }
 }
 

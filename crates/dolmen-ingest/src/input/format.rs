@@ -16,7 +16,7 @@ use super::{InputEntity, InputError, InputRow, RowParseError};
 pub type RowReader = Box<dyn Iterator<Item = Result<InputRow, RowParseError>> + Send>;
 
 /// Druid's default multi-value delimiter for CSV/TSV (`Parsers.DEFAULT_LIST_DELIMITER`).
-const DEFAULT_LIST_DELIMITER: &str = "\u{1}";
+pub const DEFAULT_LIST_DELIMITER: &str = "\u{1}";
 
 /// `ioConfig.inputFormat`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -224,7 +224,8 @@ impl InputFormat {
         }
     }
 
-    fn delimited_config(&self) -> Result<DelimitedConfig, InputError> {
+    /// The CSV/TSV settings of this format, validated as the row readers take them.
+    pub(super) fn delimited_config(&self) -> Result<DelimitedConfig, InputError> {
         let (kind, delimiter, columns, list_delimiter, find, skip, has_header, numbers) = match self
         {
             InputFormat::Csv {

@@ -42,6 +42,7 @@ pub mod ranges;
 mod remote;
 pub mod s3;
 mod source;
+pub mod thread_exec;
 
 use std::fmt;
 
@@ -50,7 +51,7 @@ use serde_json::Value;
 pub use config::{InputSourceConfig, input_source_config, set_input_source_config};
 pub use context::{InputContext, SegmentAccess};
 pub use flatten::FlattenSpec;
-pub use format::{InputFormat, RowReader};
+pub use format::{DEFAULT_LIST_DELIMITER, InputFormat, RowReader};
 pub use json::parse_json_line;
 pub use remote::{PasswordProvider, RemoteObject};
 pub use source::{INPUT_SOURCE_PATH, InputEntity, InputSource, open_rows};

@@ -198,7 +198,7 @@ impl ScalarUDFImpl for DecodeBase64Complex {
 
 #[cfg(test)]
 mod tests {
-    use crate::functions::test_support::{ctx, one};
+    use crate::test_support::{ctx, one};
 
     #[tokio::test]
     async fn decoded_sketches_feed_the_sketch_functions() {

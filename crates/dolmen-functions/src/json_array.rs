@@ -11,7 +11,7 @@
 //! | `null`, array, object | null | null | null (array/object: their JSON text) | null |
 //!
 //! A null input (no value at the path) is null. The element type names are those of the
-//! `RETURNING` clause after [`crate::request`] turned `<type> ARRAY` into `<type>[]`.
+//! `RETURNING` clause after dolmen-query's `request` turned `<type> ARRAY` into `<type>[]`.
 
 use std::sync::Arc;
 

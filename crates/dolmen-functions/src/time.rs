@@ -19,7 +19,7 @@
 //! intervals must be constant (literals, or at least the same value on every row of a batch);
 //! literal values are validated when the query is planned. Time zones default to UTC; the
 //! timezone argument of `TIME_IN_INTERVAL` is a Dolmen extension used to apply `sqlTimeZone`
-//! (see [`crate::rewrite`]).
+//! (see dolmen-query's `rewrite`).
 //!
 //! `TIME_IN_INTERVAL` with a literal interval simplifies to
 //! `ts >= TIMESTAMP start AND ts < TIMESTAMP end`, so that table providers see a plain `__time`
@@ -38,20 +38,6 @@
 //! `TIME_EXTRACT(.., 'MICROSECOND')` is epoch seconds / 1000, `DOW` is ISO (Monday = 1), and
 //! `CENTURY`/`MILLENNIUM` round up.
 
-pub mod agg_size;
-pub mod approx;
-pub mod approx_histogram;
-pub mod arrays;
-pub mod bloom;
-pub mod complex;
-pub mod histogram;
-pub mod json_array;
-pub mod lookup;
-pub mod period;
-pub mod scalar;
-pub mod sketches;
-pub mod tuple;
-
 use std::sync::Arc;
 
 use arrow::array::{
@@ -66,13 +52,14 @@ use datafusion::logical_expr::{
     ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
 };
-use datafusion::prelude::SessionContext;
 use dolmen_common::joda::JodaFormat;
 use dolmen_common::period::{Period, PeriodBucketer, months_between};
 use dolmen_common::time::{Interval, parse_iso_in_zone, parse_time_zone, push_iso_millis};
 use dolmen_common::zone::Zone;
 
 pub use dolmen_common::time::ExtractUnit;
+
+use crate::{is_integer, is_string, period, scalar_str};
 
 /// The Arrow type of Druid SQL TIMESTAMP values: `Timestamp(Millisecond, None)` (UTC instants).
 pub const TIMESTAMP_TYPE: DataType = DataType::Timestamp(TimeUnit::Millisecond, None);
@@ -239,103 +226,6 @@ pub fn druid_udfs() -> Vec<ScalarUDF> {
         .collect()
 }
 
-/// Registers [`druid_udfs`] in `ctx`, replacing functions of the same names.
-pub fn register_druid_functions(ctx: &SessionContext) {
-    // SUBSTRING/SUBSTR reach DataFusion as an expression its planners (tried in order) turn into
-    // a call, not a function looked up by name: Druid's planner goes first. The state is
-    // rebuilt before anything else is registered, while its functions are DataFusion's own
-    // (rebuilding re-registers every function under its aliases).
-    {
-        let state = ctx.state_ref();
-        let mut state = state.write();
-        let mut builder =
-            datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
-                .with_session_id(state.session_id().to_string());
-        let planners = builder.expr_planners().get_or_insert_with(Vec::new);
-        planners.insert(0, Arc::new(scalar::DruidSubstringPlanner));
-        *state = builder.build();
-    }
-    register_druid_udfs(ctx);
-}
-
-/// Registers Dolmen's functions (the part of [`register_druid_functions`] that a session
-/// rebuilt with `SessionStateBuilder::new_from_existing` must get again: the rebuild
-/// re-registers every function under its aliases, which can put a DataFusion built-in back
-/// over a Druid override of one of its names).
-pub(crate) fn register_druid_udfs(ctx: &SessionContext) {
-    for udf in druid_udfs() {
-        ctx.register_udf(udf);
-    }
-    ctx.register_udaf(approx::approx_count_distinct());
-    ctx.register_udaf(histogram::approx_quantile_fixed_buckets());
-    ctx.register_udaf(approx_histogram::approx_quantile());
-    ctx.register_udaf(bloom::bloom_filter());
-    for udf in scalar::udfs()
-        .into_iter()
-        .chain(arrays::udfs())
-        .chain(sketches::udfs())
-        .chain(tuple::udfs())
-        .chain([
-            complex::decode_base64_complex(),
-            bloom::bloom_filter_test(),
-            agg_size::udf(),
-            agg_size::input_udf(),
-            json_array::udf(),
-        ])
-        .chain(crate::multivalue::udfs())
-    {
-        ctx.register_udf(udf);
-    }
-    ctx.register_udtf(
-        crate::external::EXTERN_FUNCTION,
-        std::sync::Arc::new(crate::external::ExternFunction),
-    );
-    for udaf in arrays::udafs()
-        .into_iter()
-        .chain(scalar::udafs())
-        .chain(sketches::udafs())
-        .chain(tuple::udafs())
-    {
-        ctx.register_udaf(udaf);
-    }
-}
-
-/// The values of the literal arguments of an aggregate call after its first (`None` where an
-/// argument is not a literal): the parameters aggregators read when they are built.
-fn literal_args(
-    exprs: &[Arc<dyn datafusion::physical_expr::PhysicalExpr>],
-) -> Vec<Option<datafusion::common::ScalarValue>> {
-    exprs
-        .iter()
-        .skip(1)
-        .map(|e| {
-            e.downcast_ref::<datafusion::physical_expr::expressions::Literal>()
-                .map(|l| l.value().clone())
-        })
-        .collect()
-}
-
-fn is_string(dt: &DataType) -> bool {
-    matches!(
-        dt,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    )
-}
-
-fn is_integer(dt: &DataType) -> bool {
-    matches!(
-        dt,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-    )
-}
-
 impl DruidTimeUdf {
     fn check_arity(&self, n: usize) -> Result<()> {
         let (params, min) = self.func.params();
@@ -385,15 +275,6 @@ impl DruidTimeUdf {
 
 fn plan_error(msg: String) -> DataFusionError {
     DataFusionError::Plan(msg)
-}
-
-fn scalar_str(v: &ScalarValue) -> Option<&str> {
-    match v {
-        ScalarValue::Utf8(Some(s))
-        | ScalarValue::LargeUtf8(Some(s))
-        | ScalarValue::Utf8View(Some(s)) => Some(s),
-        _ => None,
-    }
 }
 
 impl ScalarUDFImpl for DruidTimeUdf {
@@ -889,52 +770,14 @@ fn time_format(
     out.finish()
 }
 
-/// Helpers shared by the function modules' tests.
-#[cfg(test)]
-pub(crate) mod test_support {
-    use arrow::array::{Array, AsArray};
-    use arrow::compute::kernels::cast::cast;
-    use arrow::datatypes::DataType;
-    use datafusion::common::Result;
-    use datafusion::prelude::SessionContext;
-
-    /// A session with the Druid functions registered.
-    pub(crate) fn ctx() -> SessionContext {
-        let ctx = SessionContext::new();
-        super::register_druid_functions(&ctx);
-        ctx
-    }
-
-    /// The batches of `sql` (planned by DataFusion alone); a failure panics naming `sql`.
-    pub(crate) async fn batches(ctx: &SessionContext, sql: &str) -> Vec<arrow::array::RecordBatch> {
-        ctx.sql(sql)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .collect()
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    }
-
-    /// The first value of `sql` (planned with the Druid rewrites) as text, `null` for null.
-    pub(crate) async fn one(ctx: &SessionContext, sql: &str) -> Result<String> {
-        let batches = crate::rewrite::plan_sql(ctx, sql).await?.collect().await?;
-        let c = cast(batches[0].column(0), &DataType::Utf8)?;
-        let s = c.as_string::<i32>();
-        Ok(if s.is_valid(0) {
-            s.value(0).to_string()
-        } else {
-            "null".into()
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::register_druid_functions;
     use arrow::array::{RecordBatch, StringArray, TimestampMillisecondArray};
     use arrow::datatypes::Schema;
     use datafusion::datasource::MemTable;
-    use datafusion::prelude::SessionConfig;
+    use datafusion::prelude::{SessionConfig, SessionContext};
     use dolmen_common::time::parse_iso_instant;
     use dolmen_common::time::parse_time_zone;
 

@@ -17,7 +17,7 @@
 //!
 //! The function reads the process's [`LookupRegistry`]. Its volatility is
 //! [`Volatility::Stable`], not immutable: its result depends on the lookup tables, which change
-//! while the process runs, so the plan cache ([`crate::plan_cache`]) never keeps a plan calling
+//! while the process runs, so the plan cache (dolmen-query's `plan_cache`) never keeps a plan calling
 //! it and the next query after a lookup change plans against the new table. Within one batch
 //! the table is one immutable snapshot ([`dolmen_lookup::LookupMap`]), held in an `Arc`; the
 //! result is built in one pass over the input array into one string builder, with no allocation
@@ -335,7 +335,7 @@ mod tests {
         let config = SessionConfig::new()
             .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
         let ctx = SessionContext::new_with_config(config);
-        crate::functions::register_druid_functions(&ctx);
+        crate::register_druid_functions(&ctx);
         register(&ctx, lookups);
         let schema = Arc::new(Schema::new(vec![
             Field::new("dim1", DataType::Utf8, true),
@@ -383,7 +383,7 @@ mod tests {
     }
 
     async fn column(ctx: &SessionContext, sql: &str) -> Vec<String> {
-        let batches = crate::functions::test_support::batches(ctx, sql).await;
+        let batches = crate::test_support::batches(ctx, sql).await;
         let mut out = Vec::new();
         for b in batches {
             let c = b.column(0);

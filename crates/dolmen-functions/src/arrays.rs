@@ -37,7 +37,7 @@
 //! which compares in the wider of the two types (`SCALAR_IN_ARRAY(2.1, ARRAY[1, 2, 3])` is false).
 //! `ARRAY[...]` literals are DataFusion's `make_array`.
 //!
-//! Multi-value strings (see [`crate::table`]) are `List<Utf8>` columns whose field carries
+//! Multi-value strings (see dolmen-query's `table`) are `List<Utf8>` columns whose field carries
 //! [`dolmen_segment::MULTI_VALUE_METADATA_KEY`]. The `MV_*` functions read any array or plain
 //! VARCHAR as a multi-value string (a string is a one-value row, a null string a null row;
 //! numbers are rendered as Java does, `1.0E7`), and those returning multi-value strings return a
@@ -1283,7 +1283,7 @@ fn java_strings(a: &ArrayRef) -> Result<ArrayRef> {
                 .map(|x| {
                     x.map(|x| {
                         buf.clear();
-                        crate::writer::write_java_double(&mut buf, x);
+                        dolmen_common::java_number::write_java_double(&mut buf, x);
                         String::from_utf8_lossy(&buf).into_owned()
                     })
                 })
@@ -1762,7 +1762,7 @@ mod tests {
         let config = SessionConfig::new()
             .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
         let ctx = SessionContext::new_with_config(config);
-        super::super::register_druid_functions(&ctx);
+        crate::register_druid_functions(&ctx);
         let schema = Arc::new(Schema::new(vec![
             Field::new("id", DataType::Int64, false),
             Field::new("dim1", DataType::Utf8, true),
@@ -1885,7 +1885,7 @@ mod tests {
     }
 
     async fn strings(ctx: &SessionContext, sql: &str) -> Vec<String> {
-        let batches = crate::functions::test_support::batches(ctx, sql).await;
+        let batches = crate::test_support::batches(ctx, sql).await;
         let mut out = Vec::new();
         for b in batches {
             for i in 0..b.num_rows() {
@@ -2617,7 +2617,7 @@ mod tests {
         // Partial aggregates merge (state / merge_batch).
         let config = SessionConfig::new().with_target_partitions(4);
         let multi = SessionContext::new_with_config(config);
-        super::super::register_druid_functions(&multi);
+        crate::register_druid_functions(&multi);
         multi
             .register_table("tp", ctx.table_provider("tp").await.unwrap())
             .unwrap();

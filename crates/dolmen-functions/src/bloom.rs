@@ -518,7 +518,7 @@ mod tests {
     #[tokio::test]
     async fn sql_builds_and_tests_filters() {
         let ctx = SessionContext::new();
-        crate::functions::register_druid_functions(&ctx);
+        crate::register_druid_functions(&ctx);
         ctx.sql(
             "CREATE TABLE t AS SELECT * FROM (VALUES ('a', 1, 1.5), ('b', 2, 2.5), (NULL, 3, 3.5)) v(s, l, d)",
         )
@@ -539,16 +539,12 @@ mod tests {
             ("9.5", "d", false),
         ] {
             let sql = format!("SELECT BLOOM_FILTER_TEST({probe}, {})", encoded(col));
-            let batches = crate::rewrite::plan_sql(&ctx, &sql)
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
+            let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
             let got = batches[0].column(0).as_boolean().value(0);
             assert_eq!(got, want, "{sql}");
         }
-        let e = crate::rewrite::plan_sql(&ctx, "SELECT BLOOM_FILTER_TEST('a', 'AAAA')")
+        let e = ctx
+            .sql("SELECT BLOOM_FILTER_TEST('a', 'AAAA')")
             .await
             .unwrap()
             .collect()
@@ -556,7 +552,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a bloom filter"), "{e}");
-        let e = crate::rewrite::plan_sql(&ctx, "SELECT BLOOM_FILTER(s, 0) FROM t")
+        let e = ctx
+            .sql("SELECT BLOOM_FILTER(s, 0) FROM t")
             .await
             .unwrap()
             .collect()

@@ -480,12 +480,18 @@ fn for_each_key(a: &ArrayRef, row: usize, f: &mut dyn FnMut(&str)) -> Result<()>
         DataType::UInt64 => f(&a.as_primitive::<UInt64Type>().value(row).to_string()),
         DataType::Float64 => {
             let mut b = Vec::with_capacity(24);
-            crate::writer::write_java_double(&mut b, a.as_primitive::<Float64Type>().value(row));
+            dolmen_common::java_number::write_java_double(
+                &mut b,
+                a.as_primitive::<Float64Type>().value(row),
+            );
             f(&String::from_utf8_lossy(&b));
         }
         DataType::Float32 => {
             let mut b = Vec::with_capacity(24);
-            crate::writer::write_java_float(&mut b, a.as_primitive::<Float32Type>().value(row));
+            dolmen_common::java_number::write_java_float(
+                &mut b,
+                a.as_primitive::<Float32Type>().value(row),
+            );
             f(&String::from_utf8_lossy(&b));
         }
         DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => {
@@ -749,8 +755,8 @@ fn evaluate(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{ctx, one};
     use super::*;
+    use crate::test_support::{ctx, one};
     use arrow::array::{BinaryArray, Float64Array, Int64Array, RecordBatch, StringArray};
     use arrow::datatypes::Schema;
     use datafusion::datasource::MemTable;
@@ -797,7 +803,7 @@ mod tests {
     }
 
     async fn rows(ctx: &SessionContext, sql: &str) -> RecordBatch {
-        let batches = crate::functions::test_support::batches(ctx, sql).await;
+        let batches = crate::test_support::batches(ctx, sql).await;
         arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
     }
 

@@ -347,7 +347,7 @@ impl Accumulator for HistogramAccumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::functions::test_support::{ctx, one};
+    use crate::test_support::{ctx, one};
 
     #[tokio::test]
     async fn quantiles_interpolate_inside_buckets() {
@@ -394,12 +394,7 @@ mod tests {
         let sql = "SELECT g, APPROX_QUANTILE_FIXED_BUCKETS(x, 0.5, 100, 0, 100) FROM \
                    (SELECT x % 2 AS g, CAST(x AS DOUBLE) AS x FROM generate_series(0, 99) s(x)) \
                    GROUP BY g ORDER BY g";
-        let batches = crate::rewrite::plan_sql(&ctx, sql)
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
         let v = cast(batches[0].column(1), &DataType::Float64).unwrap();
         let v = v.as_primitive::<Float64Type>();
         // Evens 0..98 and odds 1..99, one value per bucket of width 1: the 25th value's

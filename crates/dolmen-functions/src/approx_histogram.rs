@@ -864,7 +864,7 @@ impl Accumulator for QuantileAccumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::functions::test_support::{ctx, one};
+    use crate::test_support::{ctx, one};
     use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
     use arrow::datatypes::{Float64Type, Schema};
     use datafusion::datasource::MemTable;
@@ -1067,7 +1067,7 @@ mod tests {
     async fn groups_merge_partial_histograms() {
         let config = SessionConfig::new().with_target_partitions(4);
         let ctx = SessionContext::new_with_config(config);
-        crate::functions::register_druid_functions(&ctx);
+        crate::register_druid_functions(&ctx);
         let schema = Arc::new(Schema::new(vec![
             Field::new("g", DataType::Int64, false),
             Field::new("x", DataType::Float64, true),
@@ -1100,13 +1100,13 @@ mod tests {
             Arc::new(MemTable::try_new(schema, partitions).unwrap()),
         )
         .unwrap();
-        let df = crate::rewrite::plan_sql(
-            &ctx,
-            "SELECT g, APPROX_QUANTILE(x, 0.3), APPROX_QUANTILE(x, 0.9, 10) FROM t \
+        let df = ctx
+            .sql(
+                "SELECT g, APPROX_QUANTILE(x, 0.3), APPROX_QUANTILE(x, 0.9, 10) FROM t \
              GROUP BY g ORDER BY g",
-        )
-        .await
-        .unwrap();
+            )
+            .await
+            .unwrap();
         // Partial aggregates per partition, then the final one over their states.
         let plan = df.clone().create_physical_plan().await.unwrap();
         let shown = datafusion::physical_plan::displayable(plan.as_ref())

@@ -1,7 +1,7 @@
 //! `APPROX_COUNT_DISTINCT(expr)`: Druid's built-in approximate distinct count
 //! (`APPROX_COUNT_DISTINCT_BUILTIN`, the default of `druid.sql.approxCountDistinct.function`),
 //! which is also what `COUNT(DISTINCT expr)` becomes while the context's
-//! `useApproximateCountDistinct` is true (its default; see [`crate::rewrite`]).
+//! `useApproximateCountDistinct` is true (its default; see dolmen-query's `rewrite`).
 //!
 //! Druid runs it as the `cardinality` aggregator (`byRow: false`, rounded): a
 //! `HyperLogLogCollector` (Druid's own HLL, [`dolmen_sketch::hyper_unique`], 2048 registers,
@@ -82,7 +82,7 @@ struct CardinalityAccumulator {
     hll: HyperLogLogCollector,
     scratch: Vec<u8>,
     /// Hashes of the values of the last dictionary of a dictionary-encoded input.
-    dictionary: crate::dictionary::DictionaryMemo<[u8; 16]>,
+    dictionary: crate::dictionary_memo::DictionaryMemo<[u8; 16]>,
 }
 
 impl CardinalityAccumulator {

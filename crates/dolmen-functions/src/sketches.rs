@@ -1620,7 +1620,7 @@ fn hll_summary(view: &HllSketchView) -> Result<String> {
     let p = view.preamble();
     let java = |v: f64| -> String {
         let mut b = Vec::with_capacity(24);
-        crate::writer::write_java_double(&mut b, v);
+        dolmen_common::java_number::write_java_double(&mut b, v);
         String::from_utf8_lossy(&b).into_owned()
     };
     let lb = view.lower_bound(1).map_err(|e| exec_error("HLL", e))?;
@@ -1657,70 +1657,13 @@ fn hll_summary(view: &HllSketchView) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_fixtures::{context, foo, register};
     use arrow::array::{BinaryArray, Float64Array, Int64Array, RecordBatch, StringArray};
     use arrow::datatypes::Schema;
-    use datafusion::datasource::MemTable;
-    use datafusion::prelude::{SessionConfig, SessionContext};
+    use datafusion::prelude::SessionContext;
 
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()
-    }
-
-    fn context() -> SessionContext {
-        let config = SessionConfig::new()
-            .set_bool("datafusion.sql_parser.enable_ident_normalization", false)
-            .with_target_partitions(4);
-        let ctx = SessionContext::new_with_config(config);
-        super::super::register_druid_functions(&ctx);
-        ctx
-    }
-
-    fn register(ctx: &SessionContext, name: &str, batches: Vec<RecordBatch>) {
-        let schema = batches[0].schema();
-        // One partition per batch, so that partial aggregates are merged.
-        let parts = batches.into_iter().map(|b| vec![b]).collect();
-        ctx.register_table(name, Arc::new(MemTable::try_new(schema, parts).unwrap()))
-            .unwrap();
-    }
-
-    /// Druid's `druid.foo` test datasource (SQL-compatible null handling), as used by Druid's
-    /// `HllSketchSqlAggregatorTest` and `DoublesSketchSqlAggregatorTest`.
-    fn foo(ctx: &SessionContext) {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("dim1", DataType::Utf8, true),
-            Field::new("dim2", DataType::Utf8, true),
-            Field::new("m1", DataType::Float64, true),
-            Field::new("cnt", DataType::Int64, true),
-        ]));
-        let batch = |dim1: Vec<&str>, dim2: Vec<Option<&str>>, m1: Vec<f64>| {
-            let n = m1.len();
-            RecordBatch::try_new(
-                Arc::clone(&schema),
-                vec![
-                    Arc::new(StringArray::from(dim1)),
-                    Arc::new(StringArray::from(dim2)),
-                    Arc::new(Float64Array::from(m1)),
-                    Arc::new(Int64Array::from(vec![1; n])),
-                ],
-            )
-            .unwrap()
-        };
-        register(
-            ctx,
-            "foo",
-            vec![
-                batch(
-                    vec!["", "10.1", "2"],
-                    vec![Some("a"), None, Some("")],
-                    vec![1.0, 2.0, 3.0],
-                ),
-                batch(
-                    vec!["1", "def", "abc"],
-                    vec![Some("a"), Some("abc"), None],
-                    vec![4.0, 5.0, 6.0],
-                ),
-            ],
-        );
     }
 
     /// `n` rows: `s` = "u{i}" (every 10th null), `l` = i, `d` = i / 4 (so 4 rows per double),
@@ -1754,7 +1697,7 @@ mod tests {
     }
 
     async fn run(ctx: &SessionContext, sql: &str) -> RecordBatch {
-        let batches = crate::functions::test_support::batches(ctx, sql).await;
+        let batches = crate::test_support::batches(ctx, sql).await;
         arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
     }
 
@@ -1957,41 +1900,6 @@ mod tests {
         assert_eq!(
             SketchFamily::of_field(b.schema().field(3)),
             Some(SketchFamily::Theta)
-        );
-    }
-
-    #[tokio::test]
-    async fn results_render_as_druid_json() {
-        // Through the Druid result writer (array format): sketches as base64 strings, arrays
-        // stringified, theta bounds as a JSON object; values as in Druid's tests.
-        use crate::writer::{ResultFormat, ResultWriter, column_infos};
-        let ctx = context();
-        foo(&ctx);
-        let b = run(
-            &ctx,
-            "SELECT DS_HLL(dim2), HLL_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_HLL(dim2)), \
-             THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_THETA(dim2), 10), \
-             DS_QUANTILES_SKETCH(m1) FILTER (WHERE dim1 = 'nonexistent'), \
-             DS_HISTOGRAM(DS_QUANTILES_SKETCH(cnt), 0.2, 0.6) FROM foo",
-        )
-        .await;
-        let mut w = ResultWriter::new(
-            ResultFormat::Array,
-            column_infos(&b.schema()),
-            false,
-            false,
-            false,
-            dolmen_common::zone::Zone::Utc,
-        );
-        let mut out = Vec::new();
-        w.start(&mut out);
-        w.write_batch(&b, &mut out).unwrap();
-        w.finish(&mut out);
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "[[\"AgEHDAMIAgDhUv8P63iABQ==\",\"[2.000000004967054,2.0,2.000099863468538]\",\
-             {\"estimate\":2.0,\"highBound\":2.0,\"lowBound\":2.0,\"numStdDev\":10},\
-             \"AQMIHoAAAAA=\",\"[0.0,0.0,6.0]\"]]\n"
         );
     }
 
