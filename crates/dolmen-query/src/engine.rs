@@ -568,22 +568,22 @@ impl QueryEngine {
             .count()
             .await;
         tracing::info!(segments = warmed, "segment cache warmed up");
-        // One query per datasource (at most 16) through the whole SQL path: parsing, the
-        // rewrites, planning over the table and executing it set up what a process does once
-        // (the function registry, planner and runtime state), so that the first user query
-        // after a start costs what the next ones do. Answered from segment row counts: no
-        // file is read. A failure only means less was warmed.
-        for ds in self.view.data_sources().iter().take(16) {
-            let q = SqlQuery {
-                query: format!("SELECT COUNT(*) FROM \"{}\"", ds.replace('"', "\"\"")),
-                ..SqlQuery::default()
-            };
-            match self.execute(&q).await {
-                Ok(result) => {
-                    let _ = result.stream.count().await;
-                }
-                Err(e) => tracing::debug!(datasource = %ds, error = %e, "warm-up query failed"),
+        // One query through the whole SQL path (parsing, the rewrites, planning, a filtered
+        // aggregate executed) sets up what a process does once (the function registry,
+        // planner and runtime state), so that the first user query after a start costs about
+        // what the next ones do. It reads the catalog, not a datasource: querying a
+        // datasource would load segments the coordinator left in deep storage. A failure only
+        // means less was warmed.
+        let q = SqlQuery {
+            query: "SELECT COUNT(*) FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = 'druid'"
+                .to_string(),
+            ..SqlQuery::default()
+        };
+        match self.execute(&q).await {
+            Ok(result) => {
+                let _ = result.stream.count().await;
             }
+            Err(e) => tracing::debug!(error = %e, "warm-up query failed"),
         }
         warmed
     }
