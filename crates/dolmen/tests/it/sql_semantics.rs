@@ -439,3 +439,23 @@ fn bad_input_is_a_400_and_never_a_500() {
         assert!(status < 500, "{sql}: {status} {body}");
     }
 }
+
+/// `JSON_PATHS` writes paths as Druid's `NestedPathFinder.toNormalizedJsonPath` does: `$` for
+/// a literal at the root, `$.a.b`, `$['x.y']` for a key needing quotes, and `[$]` for a NULL
+/// input, which `JsonPathsExprMacro` walks as a literal at the root (the qaUnnest corpus case
+/// `array_sql_json_funcs.all.iq#10` counts those rows).
+#[test]
+fn json_paths_in_druid_normalized_form() {
+    let (_dir, server) = empty();
+    let rows = rows_with(
+        &server,
+        "SELECT JSON_PATHS(1) AS a, JSON_PATHS(NULL) AS b, \
+         JSON_PATHS(PARSE_JSON('{\"a\": {\"b\": 1}, \"x.y\": [1, 2]}')) AS c, \
+         JSON_PATHS(NULL) IS NULL AS d",
+        json!({"sqlStringifyArrays": false}),
+    );
+    assert_eq!(
+        rows,
+        vec![json!({"a": ["$"], "b": ["$"], "c": ["$.a.b", "$['x.y']"], "d": false})]
+    );
+}
