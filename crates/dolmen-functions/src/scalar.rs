@@ -348,6 +348,16 @@ impl ScalarFunction {
     }
 
     /// The coercion kind of argument `i`.
+    /// Whether argument 0 is the JSON input of a JSON function (`JSON_VALUE`, `JSON_QUERY`,
+    /// `JSON_QUERY_ARRAY`, `JSON_KEYS`, `JSON_PATHS`).
+    fn reads_json_input(self) -> bool {
+        use ScalarFunction::*;
+        matches!(
+            self,
+            JsonValue | JsonQuery | JsonQueryArray | JsonKeys | JsonPaths
+        )
+    }
+
     fn kind(self, i: usize) -> Kind {
         use ScalarFunction::*;
         match self {
@@ -625,6 +635,16 @@ impl ScalarUDFImpl for DruidScalarUdf {
                     _ => {}
                 }
                 Ok(match self.func.kind(i) {
+                    // Druid expressions read a TIMESTAMP as its epoch milliseconds (LONG), so
+                    // `JSON_VALUE(__time, '$')` is `1640995200000`: the JSON input of the JSON
+                    // functions takes the LONG, read back as its JSON text at evaluation.
+                    Kind::Str
+                        if i == 0
+                            && self.func.reads_json_input()
+                            && matches!(dt, DataType::Timestamp(TimeUnit::Millisecond, _)) =>
+                    {
+                        DataType::Int64
+                    }
                     Kind::Str => DataType::Utf8,
                     Kind::Num if int || *dt == DataType::Null => DataType::Int64,
                     Kind::Num if is_float(dt) => DataType::Float64,
@@ -657,6 +677,14 @@ impl ScalarUDFImpl for DruidScalarUdf {
             .args
             .iter()
             .map(|a| a.to_array(n))
+            .enumerate()
+            .map(|(i, a)| match a? {
+                // A TIMESTAMP coerced to its LONG (see `coerce_types`) is read as JSON text.
+                a if i == 0 && self.func.reads_json_input() && a.data_type().is_integer() => {
+                    Ok(arrow::compute::cast(&a, &DataType::Utf8)?)
+                }
+                a => Ok(a),
+            })
             .collect::<Result<Vec<_>>>()?;
         let json_args: Vec<bool> = (0..arrays.len())
             .map(|i| args.arg_fields.get(i).is_some_and(|f| is_json_field(f)))
