@@ -37,7 +37,7 @@
 //! | `JSON_QUERY(expr, path)` | `COMPLEX<json>`: the value at `path` |
 //! | `JSON_QUERY_ARRAY(expr, path)` | `ARRAY<COMPLEX<json>>`: the array at `path`; another value becomes a one-element array |
 //! | `JSON_KEYS(expr, path)` | `ARRAY<VARCHAR>`: keys of the object at `path` (indexes of an array); null otherwise |
-//! | `JSON_PATHS(expr)` | `ARRAY<VARCHAR>`: paths of every primitive or array of primitives, as Druid's `toNormalizedJsonPath` writes them (`$.a.b`, `$.x[0].y`, `$.['a.b']`, `$.` for the root) |
+//! | `JSON_PATHS(expr)` | `ARRAY<VARCHAR>`: paths of every primitive or array of primitives, as Druid's `toNormalizedJsonPath` writes them (`$.a.b`, `$.x[0].y`, `$['a.b']`, `$` for the root and for a NULL input) |
 //! | `JSON_MERGE(expr, expr, ..)` | `COMPLEX<json>`: Jackson's merging update, left to right (objects merged recursively with the rightmost value winning, arrays appended); null when any argument is null |
 //! | `JSON_OBJECT(key, value[, key, value ..])` | `COMPLEX<json>`: function-call form of `JSON_OBJECT(KEY k VALUE v, ..)`, keys in Java `HashMap` order as Druid |
 //!
@@ -348,6 +348,16 @@ impl ScalarFunction {
     }
 
     /// The coercion kind of argument `i`.
+    /// Whether argument 0 is the JSON input of a JSON function (`JSON_VALUE`, `JSON_QUERY`,
+    /// `JSON_QUERY_ARRAY`, `JSON_KEYS`, `JSON_PATHS`).
+    fn reads_json_input(self) -> bool {
+        use ScalarFunction::*;
+        matches!(
+            self,
+            JsonValue | JsonQuery | JsonQueryArray | JsonKeys | JsonPaths
+        )
+    }
+
     fn kind(self, i: usize) -> Kind {
         use ScalarFunction::*;
         match self {
@@ -625,6 +635,16 @@ impl ScalarUDFImpl for DruidScalarUdf {
                     _ => {}
                 }
                 Ok(match self.func.kind(i) {
+                    // Druid expressions read a TIMESTAMP as its epoch milliseconds (LONG), so
+                    // `JSON_VALUE(__time, '$')` is `1640995200000`: the JSON input of the JSON
+                    // functions takes the LONG, read back as its JSON text at evaluation.
+                    Kind::Str
+                        if i == 0
+                            && self.func.reads_json_input()
+                            && matches!(dt, DataType::Timestamp(TimeUnit::Millisecond, _)) =>
+                    {
+                        DataType::Int64
+                    }
                     Kind::Str => DataType::Utf8,
                     Kind::Num if int || *dt == DataType::Null => DataType::Int64,
                     Kind::Num if is_float(dt) => DataType::Float64,
@@ -657,6 +677,14 @@ impl ScalarUDFImpl for DruidScalarUdf {
             .args
             .iter()
             .map(|a| a.to_array(n))
+            .enumerate()
+            .map(|(i, a)| match a? {
+                // A TIMESTAMP coerced to its LONG (see `coerce_types`) is read as JSON text.
+                a if i == 0 && self.func.reads_json_input() && a.data_type().is_integer() => {
+                    Ok(arrow::compute::cast(&a, &DataType::Utf8)?)
+                }
+                a => Ok(a),
+            })
             .collect::<Result<Vec<_>>>()?;
         let json_args: Vec<bool> = (0..arrays.len())
             .map(|i| args.arg_fields.get(i).is_some_and(|f| is_json_field(f)))
@@ -1423,11 +1451,9 @@ impl Call<'_> {
                 let mut out = ListBuilder::new(StringBuilder::new());
                 let mut paths = Vec::new();
                 for v in s.iter() {
-                    let Some(text) = v else {
-                        out.append_null();
-                        continue;
-                    };
-                    let doc = json_document(text);
+                    // Druid's JsonPathsExprMacro walks a null input as a literal at the root:
+                    // JSON_PATHS(NULL) is `[$]`, not NULL.
+                    let doc = v.map_or(Value::Null, json_document);
                     paths.clear();
                     json_paths(&doc, &mut String::new(), &mut paths);
                     for p in &paths {
@@ -2072,13 +2098,17 @@ fn json_paths(v: &Value, prefix: &mut String, out: &mut Vec<String>) {
         Value::Object(m) => {
             for (k, child) in m {
                 let len = prefix.len();
-                // Druid's NestedPathFinder.toNormalizedJsonPath.
-                prefix.push_str(if prefix.is_empty() { "$." } else { "." });
+                // Druid's NestedPathFinder.toNormalizedJsonPath: `$` opens the path, then
+                // `.key`, or `['key']` for a key holding `.`, `'`, `"`, `[` or `]`.
+                if prefix.is_empty() {
+                    prefix.push('$');
+                }
                 if k.contains(['.', '\'', '"', '[', ']']) {
                     prefix.push_str("['");
                     prefix.push_str(k);
                     prefix.push_str("']");
                 } else {
+                    prefix.push('.');
                     prefix.push_str(k);
                 }
                 json_paths(child, prefix, out);
@@ -2096,7 +2126,7 @@ fn json_paths(v: &Value, prefix: &mut String, out: &mut Vec<String>) {
                 prefix.truncate(len);
             }
         }
-        _ if prefix.is_empty() => out.push("$.".to_string()),
+        _ if prefix.is_empty() => out.push("$".to_string()),
         _ => out.push(prefix.clone()),
     }
 }
@@ -2439,6 +2469,24 @@ fn group_thousands(digits: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// JSON_PATHS writes paths as Druid's `NestedPathFinder.toNormalizedJsonPath`: `$` alone
+    /// for a literal at the root (a scalar or a NULL input), `$['a.b']` for keys needing quotes.
+    #[test]
+    fn json_paths_in_druid_normalized_form() {
+        let paths = |v: Value| {
+            let mut out = Vec::new();
+            json_paths(&v, &mut String::new(), &mut out);
+            out
+        };
+        assert_eq!(paths(serde_json::json!(1)), ["$"]);
+        assert_eq!(paths(Value::Null), ["$"]);
+        assert_eq!(paths(serde_json::json!([1, 2, null])), ["$"]);
+        assert_eq!(
+            paths(serde_json::json!({"a": {"b": 1}, "x.y": 2, "l": [{"z": true}]})),
+            ["$.a.b", "$['x.y']", "$.l[0].z"]
+        );
+    }
 
     #[test]
     fn java_number_formatting() {

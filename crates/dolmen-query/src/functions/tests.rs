@@ -710,9 +710,9 @@ mod scalar {
                 ("JSON_KEYS('{\"a\":1}', '$.a')", "null"),
                 (
                     "JSON_PATHS('{\"a\":{\"b\":1,\"c\":[1,2]},\"x.y\":null,\"o\":[{\"p\":1}]}')",
-                    r#"["$.a.b","$.a.c","$.['x.y']","$.o[0].p"]"#,
+                    r#"["$.a.b","$.a.c","$['x.y']","$.o[0].p"]"#,
                 ),
-                ("JSON_PATHS('3')", r#"["$."]"#),
+                ("JSON_PATHS('3')", r#"["$"]"#),
                 ("JSON_PATHS('[{\"a\":1},2]')", r#"["$[0].a","$[1]"]"#),
                 ("JSON_VALUE('5', '$')", r#""5""#),
                 (
@@ -832,10 +832,10 @@ mod scalar {
             ],
         )
         .await;
-        // A primitive at the root is Druid's path `$.` (which is why JSON functions take it).
+        // A primitive at the root is Druid's path `$` (`NestedPathFinder.toNormalizedJsonPath`).
         assert_eq!(
             col(&ctx, "SELECT JSON_PATHS('not json')").await,
-            [r#"["$."]"#]
+            [r#"["$"]"#]
         );
     }
 

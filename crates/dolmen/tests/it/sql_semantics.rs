@@ -439,3 +439,48 @@ fn bad_input_is_a_400_and_never_a_500() {
         assert!(status < 500, "{sql}: {status} {body}");
     }
 }
+
+/// `JSON_PATHS` writes paths as Druid's `NestedPathFinder.toNormalizedJsonPath` does: `$` for
+/// a literal at the root, `$.a.b`, `$['x.y']` for a key needing quotes, and `[$]` for a NULL
+/// input, which `JsonPathsExprMacro` walks as a literal at the root (the qaUnnest corpus case
+/// `array_sql_json_funcs.all.iq#10` counts those rows).
+#[test]
+fn json_paths_in_druid_normalized_form() {
+    let (_dir, server) = empty();
+    let rows = rows_with(
+        &server,
+        "SELECT JSON_PATHS(1) AS a, JSON_PATHS(NULL) AS b, \
+         JSON_PATHS(PARSE_JSON('{\"a\": {\"b\": 1}, \"x.y\": [1, 2]}')) AS c, \
+         JSON_PATHS(NULL) IS NULL AS d",
+        json!({"sqlStringifyArrays": false}),
+    );
+    assert_eq!(
+        rows,
+        vec![json!({"a": ["$"], "b": ["$"], "c": ["$.a.b", "$['x.y']"], "d": false})]
+    );
+}
+
+/// The JSON functions read a TIMESTAMP as Druid's expressions do, as its epoch milliseconds
+/// (LONG): `JSON_VALUE(__time, '$')` is `1566702245678`, not the time's text (qaJsonCols
+/// corpus cases `funcs_and_sql_func_json_value.01.all.iq#2..4`, `json_query` likewise).
+#[test]
+fn json_functions_read_a_timestamp_as_its_millis() {
+    let (_dir, server) = with_events();
+    let rows = rows_with(
+        &server,
+        "SELECT JSON_VALUE(__time, '$') AS v, JSON_QUERY(__time, '$') AS q, \
+         JSON_PATHS(__time) AS p FROM events ORDER BY __time LIMIT 1",
+        json!({"sqlStringifyArrays": false}),
+    );
+    assert_eq!(
+        rows,
+        vec![json!({"v": "1566702245678", "q": 1566702245678_i64, "p": ["$"]})]
+    );
+    let rows = rows_with(
+        &server,
+        "SELECT COUNT(*) AS c FROM events \
+         WHERE JSON_VALUE(__time, '$' RETURNING BIGINT) = 1566702245678",
+        json!({}),
+    );
+    assert_eq!(rows, vec![json!({"c": 1})]);
+}
