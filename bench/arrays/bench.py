@@ -18,13 +18,15 @@ runs ``--runs`` times; the table reports medians in ms, and the load times. Usag
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import tempfile
+import sys
 import time
-import urllib.request
+
+# The HTTP helper and server start-up of the ingestion benchmark.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ingest"))
+from bench import http, start_dolmen  # noqa: E402
 
 QUERIES = {
     "R": "SELECT COUNT(*) AS c FROM arr_bench WHERE ARRAY_CONTAINS(tags, 'needle')",
@@ -32,25 +34,6 @@ QUERIES = {
     "M=": "SELECT COUNT(*) AS c FROM mv_bench WHERE tags = 'needle'",
     "C": "SELECT COUNT(*) AS c FROM arr_bench WHERE ARRAY_OVERLAP(tags, ARRAY['t7', 'zz'])",
 }
-
-
-def http(method: str, url: str, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=3600) as r:
-        return json.loads(r.read() or b"null")
-
-
-def start_dolmen(binary: str, data_dir: str, env=None):
-    proc = subprocess.Popen([binary, "server", "--port", "0", "--data-dir", data_dir],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env=None if env is None else {**os.environ, **env})
-    for line in proc.stdout:
-        m = re.search(r"Dolmen listening on (\S+)", line)
-        if m:
-            return proc, m.group(1).rstrip("/")
-    raise RuntimeError("dolmen did not start")
 
 
 def load(base: str, ds: str, body: dict, rows: int) -> float:
