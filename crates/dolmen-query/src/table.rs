@@ -669,9 +669,14 @@ impl TableProvider for DatasourceTable {
         {
             for (is_remote, files) in [(false, local_files), (true, remote_files)] {
                 for (file, covered) in files {
+                    // The same run: whole entries together, a partial entry's files together.
+                    let same_part = |p: &Option<&TimelineEntry>| match p {
+                        None => e.is_whole(),
+                        Some(p) => std::ptr::eq(*p, *e),
+                    };
                     match runs.last_mut() {
-                        Some((r, c, None, run))
-                            if *r == is_remote && *c == covered && e.is_whole() =>
+                        Some((r, c, p, run))
+                            if *r == is_remote && *c == covered && same_part(p) =>
                         {
                             run.push(file);
                         }
