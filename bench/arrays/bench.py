@@ -26,7 +26,7 @@ import time
 
 # The HTTP helper and server start-up of the ingestion benchmark.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ingest"))
-from bench import http, start_dolmen  # noqa: E402
+from bench import dolmen_load, http, start_dolmen  # noqa: E402
 
 QUERIES = {
     "R": "SELECT COUNT(*) AS c FROM arr_bench WHERE ARRAY_CONTAINS(tags, 'needle')",
@@ -34,25 +34,6 @@ QUERIES = {
     "M=": "SELECT COUNT(*) AS c FROM mv_bench WHERE tags = 'needle'",
     "C": "SELECT COUNT(*) AS c FROM arr_bench WHERE ARRAY_OVERLAP(tags, ARRAY['t7', 'zz'])",
 }
-
-
-def load(base: str, ds: str, body: dict, rows: int) -> float:
-    """Seconds from the task's submission until `SELECT COUNT(*)` sees `rows` rows."""
-    t0 = time.time()
-    task = http("POST", f"{base}/druid/indexer/v1/task", body)["task"]
-    while True:
-        st = http("GET", f"{base}/druid/indexer/v1/task/{task}/status")["status"]
-        if st["status"] == "FAILED":
-            raise RuntimeError(f"task {task} failed: {st.get('errorMsg')}")
-        if st["status"] == "SUCCESS":
-            break
-        time.sleep(0.05)
-    while True:
-        got = http("POST", f"{base}/druid/v2/sql",
-                   {"query": f'SELECT COUNT(*) AS c FROM "{ds}"'})[0]["c"]
-        if got == rows:
-            return time.time() - t0
-        time.sleep(0.05)
 
 
 def generate(path: str, rows: int, days: int) -> None:
@@ -122,7 +103,7 @@ def main() -> None:
         work = tempfile.mkdtemp(prefix="dolmen-bench-arrays-")
         proc, base = start_dolmen(args.dolmen, work, env)
         try:
-            loads = [load(base, ds, spec(ds, data_dir, array), args.rows)
+            loads = [dolmen_load(base, ds, spec(ds, data_dir, array), args.rows)
                      for ds, array in [("arr_bench", True), ("mv_bench", False)]]
             results[mode] = ({q: median_ms(base, sql, args.runs) for q, sql in QUERIES.items()},
                              loads)
