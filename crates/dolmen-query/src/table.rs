@@ -469,13 +469,18 @@ impl TableProvider for DatasourceTable {
         }
         // The equalities pushed down exactly (see `supports_filters_pushdown`): this scan
         // answers them, from sorted value indexes or with a filter of its own.
-        let (exact, rest): (Vec<&Expr>, Vec<&Expr>) = filters
-            .iter()
-            .partition(|f| exact_equality(f, &self.schema).is_some());
-        let exact_columns: Vec<String> = exact
-            .iter()
-            .filter_map(|f| exact_equality(f, &self.schema).map(|(c, _)| c))
-            .collect();
+        let mut exact: Vec<Expr> = Vec::new();
+        let mut exact_columns: Vec<String> = Vec::new();
+        let mut rest: Vec<&Expr> = Vec::new();
+        for f in filters {
+            match exact_equality(f, &self.schema) {
+                Some(column) => {
+                    exact_columns.push(column.to_string());
+                    exact.push(f.clone());
+                }
+                None => rest.push(f),
+            }
+        }
         // What the value indexes can narrow: the equalities, and `IN` and array filters.
         let predicates = IndexPredicate::from_filters(filters, &self.schema);
         // Physical predicates for Parquet row-group and page pruning: every filter for files
@@ -487,7 +492,6 @@ impl TableProvider for DatasourceTable {
         };
         let predicate = conjunction(&filters.iter().collect::<Vec<_>>());
         let rest_predicate = conjunction(&rest);
-        let exact: Vec<Expr> = exact.into_iter().cloned().collect();
         // Parquet footers (and page indexes) of segment files are cached in the runtime's
         // file-metadata cache: segment files are immutable, so a hot query does not re-read them.
         let runtime = state.runtime_env();
@@ -711,30 +715,30 @@ impl TableProvider for DatasourceTable {
                 (predicate.clone(), &exact)
             };
             let time = partial.map(|e| e.interval);
-            if apply.is_empty() && time.is_none() {
-                plans.push(self.parquet_scan(&scan, files, target, projection, pruning, limit)?);
-            } else {
-                // An entry visible over part of its chunk is one scan (its partitions in order).
-                let partitions = if time.is_some() { 1 } else { target };
-                plans.push(
-                    self.filtered_scan(state, projection, apply, time, |columns| {
-                        self.parquet_scan(&scan, files, partitions, columns, pruning, None)
-                    })?,
-                );
-            }
+            // An entry visible over part of its chunk is one scan (its partitions in order).
+            let partitions = if time.is_some() { 1 } else { target };
+            plans.push(self.filtered_scan(
+                state,
+                projection,
+                apply,
+                time,
+                limit,
+                |columns, limit| {
+                    self.parquet_scan(&scan, files, partitions, columns, pruning, limit)
+                },
+            )?);
         }
         if !hydrants.is_empty() {
-            if exact.is_empty() {
-                plans.push(
-                    self.hydrant_scan(state, hydrants, target, projection, predicate, limit)?,
-                );
-            } else {
-                plans.push(
-                    self.filtered_scan(state, projection, &exact, None, |columns| {
-                        self.hydrant_scan(state, hydrants, target, columns, predicate, None)
-                    })?,
-                );
-            }
+            plans.push(self.filtered_scan(
+                state,
+                projection,
+                &exact,
+                None,
+                limit,
+                |columns, limit| {
+                    self.hydrant_scan(state, hydrants, target, columns, predicate, limit)
+                },
+            )?);
         }
         if plans.is_empty() {
             return Ok(Arc::new(EmptyExec::new(projected_schema)));
@@ -862,7 +866,8 @@ impl DatasourceTable {
 
     /// A scan that applies `exprs` (over this table's columns) and, with `time`, keeps the rows
     /// of that interval, then projects to `projection`: `scan` is called with the columns
-    /// to read (the projection and the filters' columns, in table order).
+    /// to read (the projection and the filters' columns, in table order) and no limit. With
+    /// nothing to apply, `scan` itself, called with `projection` and `limit`.
     ///
     /// # Errors
     /// Planning errors of the filter expressions or of `scan`.
@@ -872,8 +877,12 @@ impl DatasourceTable {
         projection: Option<&Vec<usize>>,
         exprs: &[Expr],
         time: Option<Interval>,
-        scan: impl FnOnce(Option<&Vec<usize>>) -> Result<Arc<dyn ExecutionPlan>>,
+        limit: Option<usize>,
+        scan: impl FnOnce(Option<&Vec<usize>>, Option<usize>) -> Result<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        if exprs.is_empty() && time.is_none() {
+            return scan(projection, limit);
+        }
         let wanted: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
@@ -903,7 +912,7 @@ impl DatasourceTable {
                 None => within,
             });
         }
-        let input = scan(Some(&columns))?;
+        let input = scan(Some(&columns), None)?;
         let Some(condition) = condition else {
             return Ok(input);
         };
@@ -920,11 +929,11 @@ impl DatasourceTable {
     }
 }
 
-/// `(column, value)` when `filter` is `column = 'literal'` on a plain (not multi-value) string
+/// The column when `filter` is `column = 'literal'` on a plain (not multi-value) string
 /// column of `schema` other than `__time`: the filters a segment scan answers itself
 /// (`Exact` pushdown), by value indexes or by a filter of its own. A fixed point of
 /// DataFusion's simplifications, so the scan recognises the filters it accepted.
-fn exact_equality(filter: &Expr, schema: &Schema) -> Option<(String, String)> {
+fn exact_equality<'a>(filter: &'a Expr, schema: &Schema) -> Option<&'a str> {
     let Expr::BinaryExpr(BinaryExpr {
         left,
         op: Operator::Eq,
@@ -933,15 +942,15 @@ fn exact_equality(filter: &Expr, schema: &Schema) -> Option<(String, String)> {
     else {
         return None;
     };
-    let (col, v) = match (left.as_ref(), right.as_ref()) {
-        (Expr::Column(col), Expr::Literal(ScalarValue::Utf8(Some(v)), _))
-        | (Expr::Literal(ScalarValue::Utf8(Some(v)), _), Expr::Column(col)) => (col, v),
+    let col = match (left.as_ref(), right.as_ref()) {
+        (Expr::Column(col), Expr::Literal(ScalarValue::Utf8(Some(_)), _))
+        | (Expr::Literal(ScalarValue::Utf8(Some(_)), _), Expr::Column(col)) => col,
         _ => return None,
     };
     let is_plain_string = schema
         .field_with_name(&col.name)
         .is_ok_and(|f| f.data_type() == &DataType::Utf8);
-    (is_plain_string && col.name != TIME_COLUMN).then(|| (col.name.clone(), v.clone()))
+    (is_plain_string && col.name != TIME_COLUMN).then_some(col.name.as_str())
 }
 
 /// The object store segment files of one scan are read from: the local filesystem (the segment
