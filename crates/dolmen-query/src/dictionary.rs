@@ -621,21 +621,41 @@ impl GroupState {
                 let mut strings: Option<ArrayRef> = None;
                 let keys = dict.keys();
                 let mut out = Vec::with_capacity(keys.len());
-                for i in 0..keys.len() {
-                    if keys.is_null(i) {
-                        out.push(self.group_of(None));
-                        continue;
+                let mut assign = |this: &mut Self, ids: &mut [usize], k: usize| -> Result<usize> {
+                    let s = match &strings {
+                        Some(s) => s,
+                        None => strings.insert(cast(values, &DataType::Utf8)?),
+                    };
+                    let s = s.as_string::<i32>();
+                    ids[k] = this.group_of(s.is_valid(k).then(|| s.value(k)));
+                    Ok(ids[k])
+                };
+                if keys.null_count() == 0 {
+                    // The common case (a dimension without nulls in this batch): a tight loop
+                    // over the key slice, no validity test per row.
+                    for &k in keys.values().iter() {
+                        let k = k as usize;
+                        let g = ids[k];
+                        out.push(if g == UNASSIGNED {
+                            assign(self, &mut ids, k)?
+                        } else {
+                            g
+                        });
                     }
-                    let k = keys.value(i) as usize;
-                    if ids[k] == UNASSIGNED {
-                        let s = match &strings {
-                            Some(s) => s,
-                            None => strings.insert(cast(values, &DataType::Utf8)?),
-                        };
-                        let s = s.as_string::<i32>();
-                        ids[k] = self.group_of(s.is_valid(k).then(|| s.value(k)));
+                } else {
+                    for i in 0..keys.len() {
+                        if keys.is_null(i) {
+                            out.push(self.group_of(None));
+                            continue;
+                        }
+                        let k = keys.value(i) as usize;
+                        let g = ids[k];
+                        out.push(if g == UNASSIGNED {
+                            assign(self, &mut ids, k)?
+                        } else {
+                            g
+                        });
                     }
-                    out.push(ids[k]);
                 }
                 self.memo.set(values, ids);
                 out
