@@ -8,10 +8,12 @@
 //! | number | truncated to an integer | as is | its text | non-zero |
 //! | string | parsed as a number, else null | parsed, else null | the string | `true`/`false`, else null |
 //! | `true`/`false` | 1 / 0 | 1.0 / 0.0 | `true` / `false` | as is |
-//! | `null`, array, object | null | null | null (array/object: their JSON text) | null |
+//! | `null` | null | null | null | null |
 //!
-//! A null input (no value at the path) is null. The element type names are those of the
-//! `RETURNING` clause after dolmen-query's `request` turned `<type> ARRAY` into `<type>[]`.
+//! An array holding an array or an object is not an array of primitives: the result is null
+//! (Druid's quidem corpus, `qaArray/sql_explain`: `JSON_VALUE(a_nested, '$[7]' RETURNING
+//! VARCHAR ARRAY)` over an array of arrays is null). A null input (no value at the path) is
+//! null. The element type names are those of the `RETURNING` clause after dolmen-query's `request` turned `<type> ARRAY` into `<type>[]`.
 
 use std::sync::Arc;
 
@@ -204,11 +206,31 @@ fn convert(list: &ListArray, element: Element) -> Result<ArrayRef> {
             Arc::new(b.finish())
         }
     };
+    // A row holding a nested array or object is null (module docs).
+    let nested_rows: Vec<bool> = list
+        .offsets()
+        .windows(2)
+        .map(|w| {
+            parsed[w[0] as usize..w[1] as usize]
+                .iter()
+                .any(|v| matches!(v, Some(Value::Array(_) | Value::Object(_))))
+        })
+        .collect();
+    let nulls = if nested_rows.iter().any(|n| *n) {
+        let valid: arrow::buffer::BooleanBuffer = nested_rows
+            .iter()
+            .enumerate()
+            .map(|(i, nested)| !nested && list.is_valid(i))
+            .collect();
+        Some(arrow::buffer::NullBuffer::new(valid))
+    } else {
+        list.nulls().cloned()
+    };
     Ok(Arc::new(ListArray::try_new(
         Arc::new(Field::new("item", element.data_type(), true)),
         list.offsets().clone(),
         values,
-        list.nulls().cloned(),
+        nulls,
     )?))
 }
 
@@ -245,13 +267,20 @@ mod tests {
             vec![Some(1), Some(2), None, Some(3), Some(1)]
         );
         assert!(out.is_null(1));
-        let l = texts(&[Some(&["\"S1\"", "null", "1", "[1]"])]);
+        let l = texts(&[
+            Some(&["\"S1\"", "null", "1", "true"]),
+            Some(&["\"S1\"", "[1]"]),
+            Some(&["{\"a\": 1}"]),
+        ]);
         let out = convert(&l, Element::Text).unwrap();
-        let v = out.as_list::<i32>().value(0);
+        let out = out.as_list::<i32>();
+        let v = out.value(0);
         assert_eq!(
             v.as_string::<i32>().iter().collect::<Vec<_>>(),
-            vec![Some("S1"), None, Some("1"), Some("[1]")]
+            vec![Some("S1"), None, Some("1"), Some("true")]
         );
+        // Not arrays of primitives: null.
+        assert!(out.is_null(1) && out.is_null(2));
         let l = texts(&[Some(&["true", "0", "\"false\"", "\"x\""])]);
         let out = convert(&l, Element::Bool).unwrap();
         let v = out.as_list::<i32>().value(0);

@@ -551,6 +551,86 @@ fn scalar_i64(v: &ScalarValue) -> Option<i64> {
     }
 }
 
+/// Each row of a list array as its JSON text (`[1,0,null]`, `["a",null]`, nested lists as
+/// nested arrays; a list of `COMPLEX<json>` elements holds their JSON values); a null list is
+/// null. The JSON functions read an array argument this way, as Druid's read an array-typed
+/// nested column (`JSON_VALUE(a_int, '$[0]')`, Druid's quidem corpus `qaJsonCols`, `qaArray`).
+///
+/// # Errors
+/// An element type with no JSON form (binary, structs).
+fn lists_as_json_text(a: &ArrayRef) -> Result<ArrayRef> {
+    let values = json_values(a, false)?;
+    let out: StringArray = values
+        .iter()
+        .enumerate()
+        .map(|(r, v)| (!a.is_null(r)).then(|| v.to_string()))
+        .collect();
+    Ok(Arc::new(out))
+}
+
+/// One JSON value per element of `a` (nulls as JSON null); `json_text` when `a` holds JSON
+/// text to parse rather than strings.
+fn json_values(a: &ArrayRef, json_text: bool) -> Result<Vec<Value>> {
+    fn rows<O: arrow::array::OffsetSizeTrait>(
+        l: &arrow::array::GenericListArray<O>,
+        field: &Field,
+    ) -> Result<Vec<Value>> {
+        let inner = json_values(l.values(), is_json_field(field))?;
+        let offsets = l.value_offsets();
+        Ok((0..l.len())
+            .map(|r| {
+                if l.is_null(r) {
+                    return Value::Null;
+                }
+                let (start, end) = (offsets[r].as_usize(), offsets[r + 1].as_usize());
+                Value::Array(inner[start..end].to_vec())
+            })
+            .collect())
+    }
+    let nulls = |i: usize| a.is_null(i);
+    Ok(match a.data_type() {
+        DataType::List(f) => rows(a.as_list::<i32>(), f)?,
+        DataType::LargeList(f) => rows(a.as_list::<i64>(), f)?,
+        DataType::Null => vec![Value::Null; a.len()],
+        DataType::Boolean => a
+            .as_boolean()
+            .iter()
+            .map(|v| v.map_or(Value::Null, Value::Bool))
+            .collect(),
+        dt if dt.is_integer() => {
+            let c = arrow::compute::cast(a, &DataType::Int64)?;
+            c.as_primitive::<arrow::datatypes::Int64Type>()
+                .iter()
+                .map(|v| v.map_or(Value::Null, Value::from))
+                .collect()
+        }
+        dt if dt.is_floating() || matches!(dt, DataType::Decimal128(..)) => {
+            let c = arrow::compute::cast(a, &DataType::Float64)?;
+            c.as_primitive::<arrow::datatypes::Float64Type>()
+                .iter()
+                .map(|v| {
+                    v.and_then(serde_json::Number::from_f64)
+                        .map_or(Value::Null, Value::Number)
+                })
+                .collect()
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            let c = arrow::compute::cast(a, &DataType::Utf8)?;
+            c.as_string::<i32>()
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    _ if nulls(i) => Value::Null,
+                    Some(t) if json_text => serde_json::from_str(t).unwrap_or(Value::Null),
+                    Some(t) => Value::String(t.to_string()),
+                    None => Value::Null,
+                })
+                .collect()
+        }
+        dt => return exec_err!("an array of {dt} has no JSON form"),
+    })
+}
+
 fn is_nested(dt: &DataType) -> bool {
     matches!(
         dt,
@@ -618,6 +698,15 @@ impl ScalarUDFImpl for DruidScalarUdf {
             .enumerate()
             .map(|(i, dt)| {
                 if is_nested(dt) {
+                    // An array as the JSON input (an `auto` column typed `ARRAY<LONG>`, which
+                    // Druid keeps as a nested column that the JSON functions read): its JSON
+                    // text at evaluation (`lists_as_json_text`).
+                    if i == 0
+                        && self.func.reads_json_input()
+                        && matches!(dt, DataType::List(_) | DataType::LargeList(_))
+                    {
+                        return Ok(dt.clone());
+                    }
                     return plan_err!("{f}: argument {} has unsupported type {dt}", i + 1);
                 }
                 let int = dt.is_integer();
@@ -682,6 +771,12 @@ impl ScalarUDFImpl for DruidScalarUdf {
                 // A TIMESTAMP coerced to its LONG (see `coerce_types`) is read as JSON text.
                 a if i == 0 && self.func.reads_json_input() && a.data_type().is_integer() => {
                     Ok(arrow::compute::cast(&a, &DataType::Utf8)?)
+                }
+                a if i == 0
+                    && self.func.reads_json_input()
+                    && matches!(a.data_type(), DataType::List(_) | DataType::LargeList(_)) =>
+                {
+                    lists_as_json_text(&a)
                 }
                 a => Ok(a),
             })

@@ -341,11 +341,16 @@ pub fn infer_type(v: &Value) -> ColumnType {
 }
 
 /// The type Druid's auto column indexer (`AutoTypeColumnIndexer`, shared by dimension type
-/// `auto` and `useSchemaDiscovery`) gives a value: integers `LONG`, other numbers `DOUBLE`,
-/// strings (and booleans) `STRING`; a flat JSON array `ARRAY<LONG>` if all its non-null
-/// elements are integers, `ARRAY<DOUBLE>` if they are numbers, else `ARRAY<STRING>`. `None`
-/// for null, an empty array, an array of nulls (no type information yet), objects and nested
-/// arrays, `COMPLEX<json>` for objects and arrays holding objects or arrays.
+/// `auto` and `useSchemaDiscovery`) gives a value: integers and booleans `LONG` (Druid 28+
+/// ingests booleans as 1/0), other numbers `DOUBLE`, strings `STRING`; a flat JSON array
+/// `ARRAY<LONG>` if all its non-null elements are integers or booleans (also when it has none:
+/// `[]` and `[null, null]`, as `ExprEval.coerceListToArray` types them), `ARRAY<DOUBLE>` if
+/// they are numbers, else `ARRAY<STRING>` (elements keep their text: `true` stays `true` in
+/// `[true, "a"]`); `COMPLEX<json>` for objects and arrays holding objects or arrays. `None`
+/// for null (no type information yet).
+///
+/// Druid's quidem corpus shows each case (`qaUnnest/array`, `qaArray/sql`: `a_bool` reads
+/// `[1, 0, null]`, `a_null` is `BIGINT ARRAY`, `a_empty` reads `[]`).
 pub fn infer_auto_type(v: &Value) -> Option<ColumnType> {
     match v {
         Value::Null => None,
@@ -362,9 +367,10 @@ pub fn infer_auto_type(v: &Value) -> Option<ColumnType> {
                 };
                 element = Some(element.map_or(t, |e| widen(e, t)));
             }
-            element.and_then(ColumnType::array_of)
+            ColumnType::array_of(element.unwrap_or(ColumnType::Long))
         }
-        _ => Some(ColumnType::String),
+        Value::Bool(_) => Some(ColumnType::Long),
+        Value::String(_) => Some(ColumnType::String),
     }
 }
 
@@ -1298,8 +1304,9 @@ mod tests {
         );
     }
 
-    /// The auto column's types: integers LONG, numbers DOUBLE, the rest STRING; arrays by
-    /// their non-null elements; nothing for nulls, empty arrays, objects and nested arrays.
+    /// The auto column's types: integers and booleans LONG, numbers DOUBLE, strings STRING;
+    /// arrays by their non-null elements (LONG when none); nothing for null; objects and
+    /// nested arrays JSON.
     #[test]
     fn auto_types_follow_the_values() {
         use serde_json::json;
@@ -1310,8 +1317,14 @@ mod tests {
         assert_eq!(t(json!([1, null, 3])), Some(ColumnType::LongArray));
         assert_eq!(t(json!([1, 2.5])), Some(ColumnType::DoubleArray));
         assert_eq!(t(json!([1, "a"])), Some(ColumnType::StringArray));
-        assert_eq!(t(json!([])), None);
-        assert_eq!(t(json!([null])), None);
+        assert_eq!(t(json!(true)), Some(ColumnType::Long));
+        assert_eq!(t(json!([true, false, null])), Some(ColumnType::LongArray));
+        assert_eq!(
+            t(json!([true, 1, 0.1, "S1"])),
+            Some(ColumnType::StringArray)
+        );
+        assert_eq!(t(json!([])), Some(ColumnType::LongArray));
+        assert_eq!(t(json!([null, null])), Some(ColumnType::LongArray));
         assert_eq!(t(json!(null)), None);
         assert_eq!(t(json!({"a": 1})), Some(ColumnType::Json));
         assert_eq!(t(json!([[1]])), Some(ColumnType::Json));

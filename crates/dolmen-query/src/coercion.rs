@@ -16,6 +16,7 @@
 //! |---|---|
 //! | string to an integer type | `TRY_CAST(COALESCE(TRY_CAST(s AS BIGINT), TRY_CAST(TRY_CAST(s AS DOUBLE) AS BIGINT)) AS type)` |
 //! | string to a floating point or decimal type, a date or a timestamp | `TRY_CAST(s AS type)` |
+//! | array of strings to an array of numbers (`a_int = a_str`, Druid's quidem `qaArray`) | `TRY_CAST(a AS type)`: elements that do not convert are null |
 //!
 //! `NULLIF(a, b)` is Calcite's `CASE WHEN a = b THEN NULL ELSE a END` (`SqlNullifFunction`),
 //! typed as `a`; [`crate::rewrite`] writes it so, as DataFusion's `NULLIF` casts both arguments
@@ -98,6 +99,15 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let Ok(from) = expr.get_type(schema) else {
         return Ok(Transformed::no(e));
     };
+    if let (DataType::List(f) | DataType::LargeList(f), DataType::List(t) | DataType::LargeList(t)) =
+        (&from, &to)
+        && is_string(f.data_type())
+        && (t.data_type().is_numeric() || t.data_type() == &DataType::Boolean)
+    {
+        // An array of strings meeting a numeric array (`a_int = a_str`): elements that do not
+        // convert are null (Arrow's safe cast of a list, element by element).
+        return Ok(Transformed::yes(try_cast((**expr).clone(), to)));
+    }
     if !is_string(&from) {
         return Ok(Transformed::no(e));
     }
@@ -122,6 +132,74 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             try_cast(text, to)
         }
         _ => return Ok(Transformed::no(e)),
+    }))
+}
+
+/// `BETWEEN` and `IN` lists mixing arrays of booleans with arrays of numbers (as
+/// [`TextOperandPlanner`] plans comparisons): the boolean arrays are cast to arrays of longs,
+/// Druid's native form of a BOOLEAN, so that DataFusion's type coercion finds a common type.
+/// An analyzer rule that runs before DataFusion's own (type coercion).
+#[derive(Debug, Default)]
+pub struct BooleanArraysAsLongsRule;
+
+impl AnalyzerRule for BooleanArraysAsLongsRule {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.transform_up_with_subqueries(|node| {
+            rewrite_node_expressions(node, boolean_arrays_in_lists)
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "druid_boolean_arrays_as_longs"
+    }
+}
+
+fn boolean_arrays_in_lists(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    use datafusion::logical_expr::expr::{Between, InList};
+    let element = |x: &Expr| match x.get_type(schema) {
+        Ok(DataType::List(f) | DataType::LargeList(f)) => Some(f.data_type().clone()),
+        _ => None,
+    };
+    let longs = || {
+        DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
+            DataType::Int64,
+            true,
+        )))
+    };
+    let operands: Vec<&Expr> = match &e {
+        Expr::Between(b) => vec![&b.expr, &b.low, &b.high],
+        Expr::InList(l) => std::iter::once(l.expr.as_ref()).chain(&l.list).collect(),
+        _ => return Ok(Transformed::no(e)),
+    };
+    let elements: Vec<Option<DataType>> = operands.iter().map(|x| element(x)).collect();
+    let has_bool = elements.iter().any(|t| t == &Some(DataType::Boolean));
+    let has_number = elements
+        .iter()
+        .any(|t| t.as_ref().is_some_and(|t| t != &DataType::Boolean && is_number(t)));
+    if !(has_bool && has_number) {
+        return Ok(Transformed::no(e));
+    }
+    let fix = |x: Expr| {
+        if element(&x) == Some(DataType::Boolean) {
+            cast(x, longs())
+        } else {
+            x
+        }
+    };
+    Ok(Transformed::yes(match e {
+        Expr::Between(b) => Expr::Between(Between::new(
+            Box::new(fix(*b.expr)),
+            b.negated,
+            Box::new(fix(*b.low)),
+            Box::new(fix(*b.high)),
+        )),
+        Expr::InList(l) => Expr::InList(InList::new(
+            Box::new(fix(*l.expr)),
+            l.list.into_iter().map(fix).collect(),
+            l.negated,
+        )),
+        other => other,
     }))
 }
 
@@ -186,6 +264,43 @@ fn concat_as_text(
     ))))
 }
 
+/// A comparison of an array of booleans with an array of numbers (`a_bool = JSON_VALUE(..
+/// RETURNING BOOLEAN ARRAY)`, where `a_bool` is an `auto` column of booleans, `ARRAY<LONG>`):
+/// Druid's BOOLEAN is a LONG 1/0 natively, so the boolean array is compared as its longs.
+/// DataFusion finds no common type for `List(Int64) = List(Boolean)`. Druid's quidem corpus,
+/// `qaArray/sql_subquery_with_where`.
+fn boolean_arrays_as_longs(
+    expr: datafusion::logical_expr::planner::RawBinaryExpr,
+    schema: &DFSchema,
+) -> Result<
+    datafusion::logical_expr::planner::PlannerResult<
+        datafusion::logical_expr::planner::RawBinaryExpr,
+    >,
+> {
+    use datafusion::logical_expr::planner::PlannerResult;
+    let (Ok(lt), Ok(rt)) = (expr.left.get_type(schema), expr.right.get_type(schema)) else {
+        return Ok(PlannerResult::Original(expr));
+    };
+    let element = |t: &DataType| match t {
+        DataType::List(f) | DataType::LargeList(f) => Some(f.data_type().clone()),
+        _ => None,
+    };
+    let (Some(le), Some(re)) = (element(&lt), element(&rt)) else {
+        return Ok(PlannerResult::Original(expr));
+    };
+    let longs = DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
+        DataType::Int64,
+        true,
+    )));
+    let mut expr = expr;
+    match (le == DataType::Boolean, re == DataType::Boolean) {
+        (true, false) if is_number(&re) => expr.left = cast(expr.left, longs),
+        (false, true) if is_number(&le) => expr.right = cast(expr.right, longs),
+        _ => {}
+    }
+    Ok(PlannerResult::Original(expr))
+}
+
 impl datafusion::logical_expr::planner::ExprPlanner for TextOperandPlanner {
     fn plan_binary_op(
         &self,
@@ -199,6 +314,17 @@ impl datafusion::logical_expr::planner::ExprPlanner for TextOperandPlanner {
         use datafusion::logical_expr::planner::PlannerResult;
         use datafusion::logical_expr::{BinaryExpr, Operator};
         use datafusion::sql::sqlparser::ast::BinaryOperator;
+        if matches!(
+            expr.op,
+            BinaryOperator::Eq
+                | BinaryOperator::NotEq
+                | BinaryOperator::Lt
+                | BinaryOperator::LtEq
+                | BinaryOperator::Gt
+                | BinaryOperator::GtEq
+        ) {
+            return boolean_arrays_as_longs(expr, schema);
+        }
         let op = match expr.op {
             BinaryOperator::StringConcat => return concat_as_text(expr, schema),
             BinaryOperator::Plus => Operator::Plus,
@@ -237,7 +363,9 @@ mod tests {
     use datafusion::prelude::SessionContext;
 
     fn ctx() -> SessionContext {
-        let mut rules = datafusion::optimizer::Analyzer::new().rules;
+        let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> =
+            vec![Arc::new(BooleanArraysAsLongsRule)];
+        rules.extend(datafusion::optimizer::Analyzer::new().rules);
         rules.push(rule());
         let mut state = datafusion::execution::SessionStateBuilder::new()
             .with_default_features()
@@ -289,6 +417,33 @@ mod tests {
             )
             .await,
             ["5", "true", "null", "true"]
+        );
+    }
+
+    /// An array of booleans compared with an array of numbers compares their longs.
+    #[tokio::test]
+    async fn boolean_arrays_compare_with_long_arrays() {
+        assert_eq!(
+            row(
+                "SELECT make_array(1, 0) = make_array(true, false) AS a, \
+                        make_array(true) < make_array(2) AS b, \
+                        make_array(1) BETWEEN make_array(false) AND make_array(true) AS c, \
+                        make_array(0) IN (make_array(true), make_array(false)) AS d"
+            )
+            .await,
+            ["true", "true", "true", "true"]
+        );
+    }
+
+    /// Druid's quidem `qaArray/sql_subquery_with_where`: an array of strings compared with an
+    /// array of numbers does not fail on elements that are not numbers.
+    #[tokio::test]
+    async fn string_arrays_meeting_number_arrays_do_not_fail_the_query() {
+        assert_eq!(
+            row("SELECT make_array(1, 0) = make_array('S1', 'S2') AS a, \
+                        make_array(1, 2) = make_array('1', '2') AS b")
+            .await,
+            ["false", "true"]
         );
     }
 

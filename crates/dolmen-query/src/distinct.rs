@@ -137,7 +137,18 @@ impl DistinctFromIndexes {
         let only_column = out.fields().len() == 1
             && out.field(0).name() == column
             && out.field(0).data_type() == &DataType::Utf8;
-        if !only_column || parquet.filter().is_some() || config.limit.is_some() {
+        // The scan must read the column itself: DataFusion pushes projections with expressions
+        // into the file source (`SELECT DISTINCT f(col)` scans `f(col) AS EXPR$0`), and such an
+        // output column is not a file column.
+        let plain_projection = parquet.projection().is_none_or(|p| {
+            p.iter().all(|e| {
+                e.expr
+                    .downcast_ref::<Column>()
+                    .is_some_and(|c| c.name() == e.alias)
+            })
+        });
+        if !only_column || !plain_projection || parquet.filter().is_some() || config.limit.is_some()
+        {
             return Ok(None);
         }
         let mut files: Vec<FileValues> = Vec::new();

@@ -436,6 +436,7 @@ impl QueryEngine {
         let mut analyzer_rules: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> = vec![
             Arc::new(crate::lateral_unnest::LateralUnnestRule),
             Arc::new(crate::multivalue::MultiValueRule),
+            Arc::new(crate::coercion::BooleanArraysAsLongsRule),
         ];
         analyzer_rules.extend(datafusion::optimizer::Analyzer::new().rules);
         // After type coercion: the casts it adds turn TIMESTAMP values into Druid's text.

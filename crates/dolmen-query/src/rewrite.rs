@@ -238,7 +238,9 @@ pub async fn statement_to_logical_plan(
     }
     rewrite_df_statement(&mut stmt, opts)?;
     crate::multivalue::map_multi_value_expressions(state, &mut stmt).await?;
-    state.statement_to_plan(stmt).await
+    let plan = state.statement_to_plan(stmt).await?;
+    crate::validate::validate_plan(&plan)?;
+    Ok(plan)
 }
 
 /// [`SQLOptions`] allowing only queries (no DDL, DML or `SET`).

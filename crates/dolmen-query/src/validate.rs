@@ -14,10 +14,27 @@
 //!   `ORDER BY` (`PERCENT_RANK() OVER ()`): Calcite's ranking functions require one
 //!   (`SqlWindow.validate`, `RESOURCE.funcNeedsOrderBy`: "RANK or DENSE_RANK functions require
 //!   ORDER BY clause in window specification"). A call over a named window is not checked.
+//!
+//! And one check of the planned query ([`validate_plan`], types known):
+//!
+//! - A join whose condition compares arrays or `COMPLEX<json>` values (`ON t1.a_int =
+//!   t2.a_int` over `ARRAY<LONG>` columns): Druid's join matchers read only scalar values
+//!   (`IndexedTableJoinMatcher`, `docs/querying/datasource.md`, "join condition on a
+//!   multi-valued column" is unsupported), and Druid's planner refuses such a query; its quidem
+//!   corpus (`qaArray/sql_join.*`) expects an error containing "not support" for every such
+//!   join; so is `x IN (SELECT a ...)` over such values, which Druid plans as a join.
+//!   Conditions over scalar expressions of arrays (`ARRAY_TO_STRING(a, ',') = ...`) are
+//!   joins like any other.
 
 use std::ops::ControlFlow;
 
-use datafusion::common::{DataFusionError, Result};
+use arrow::datatypes::{DataType, Field};
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, DataFusionError, Result};
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{
+    BinaryExpr, Expr as PlanExpr, ExprSchemable, LogicalPlan, Operator,
+};
 use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArgumentClause, FunctionArguments, NamedWindowExpr, OrderByExpr, OrderByKind,
     Query, Select, Visit, Visitor, WindowType,
@@ -31,6 +48,85 @@ pub fn validate_statement<V: Visit>(stmt: &V) -> Result<()> {
     match stmt.visit(&mut Checks) {
         ControlFlow::Break(e) => Err(e),
         ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+/// Checks the planned `plan` (and its subqueries) for the join conditions of the module docs.
+///
+/// # Errors
+/// A plan error naming the column type Druid cannot join on.
+pub fn validate_plan(plan: &LogicalPlan) -> Result<()> {
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::Join(join) = node {
+            let schema = join.schema.as_ref();
+            for (l, r) in &join.on {
+                check_join_operand(l, schema)?;
+                check_join_operand(r, schema)?;
+            }
+            if let Some(filter) = &join.filter {
+                for conjunct in split_conjunction(filter) {
+                    if let PlanExpr::BinaryExpr(BinaryExpr {
+                        left,
+                        op: Operator::Eq | Operator::IsNotDistinctFrom,
+                        right,
+                    }) = conjunct
+                    {
+                        check_join_operand(left, schema)?;
+                        check_join_operand(right, schema)?;
+                    }
+                }
+            }
+        }
+        // `x IN (SELECT ...)` is a join on `x` to Druid's planner.
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                if let PlanExpr::InSubquery(s) = e
+                    && let Some(field) = s.subquery.subquery.schema().fields().first()
+                    && let Some(type_name) = unjoinable_type(field)
+                {
+                    return Err(DataFusionError::Plan(format!(
+                        "Join conditions on a value of type [{type_name}] are not supported: \
+                         Druid joins on scalar values only (IN subquery of [{}])",
+                        s.expr
+                    )));
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })?;
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .map(|_| ())
+}
+
+/// A plan error when `e` (an operand of a join's equality) is an array or `COMPLEX<json>`.
+fn check_join_operand(e: &PlanExpr, schema: &DFSchema) -> Result<()> {
+    let Ok((_, field)) = e.to_field(schema) else {
+        return Ok(());
+    };
+    if let Some(type_name) = unjoinable_type(&field) {
+        return Err(DataFusionError::Plan(format!(
+            "Join conditions on a value of type [{type_name}] are not supported: \
+             Druid joins on scalar values only (expression [{e}])"
+        )));
+    }
+    Ok(())
+}
+
+/// Druid's name of `field`'s type if a join cannot compare it. A multi-value string column
+/// (a `List<Utf8>` underneath) is a `VARCHAR` to Druid's planner and is not refused.
+fn unjoinable_type(field: &Field) -> Option<String> {
+    if dolmen_functions::arrays::is_multi_value_field(field) {
+        return None;
+    }
+    if dolmen_functions::scalar::is_json_field(field) {
+        return Some("COMPLEX<json>".into());
+    }
+    match field.data_type() {
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => {
+            Some(crate::writer::druid_types(field.data_type()).0)
+        }
+        DataType::Struct(_) | DataType::Map(..) => Some("COMPLEX<json>".into()),
+        _ => None,
     }
 }
 
@@ -164,6 +260,80 @@ mod tests {
         ] {
             let e = check(sql).unwrap_err().to_string();
             assert!(e.contains(message), "{sql}: {e}");
+        }
+    }
+
+    /// Druid refuses joins on arrays and `COMPLEX<json>` values (`qaArray/sql_join.*`), and
+    /// joins on scalars, scalar expressions of arrays and multi-value strings plan.
+    #[tokio::test]
+    async fn joins_on_arrays_and_json_are_refused() {
+        use std::sync::Arc;
+
+        use arrow::datatypes::Schema;
+        use datafusion::datasource::MemTable;
+        use datafusion::prelude::{SessionConfig, SessionContext};
+
+        let ctx = SessionContext::new_with_config(
+            SessionConfig::new()
+                .set_bool("datafusion.sql_parser.enable_ident_normalization", false),
+        );
+        crate::functions::register_druid_functions(&ctx);
+        let json = Field::new("j", DataType::Utf8, true).with_metadata(
+            [(
+                dolmen_functions::scalar::COMPLEX_METADATA_KEY.to_string(),
+                dolmen_functions::scalar::JSON_COMPLEX_TYPE.to_string(),
+            )]
+            .into(),
+        );
+        let mv = dolmen_functions::arrays::multi_value_field("mv");
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("x", DataType::Int64, true),
+            Field::new(
+                "a",
+                DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true))),
+                true,
+            ),
+            json,
+            mv,
+        ]));
+        ctx.register_table(
+            "t",
+            Arc::new(MemTable::try_new(schema, vec![vec![]]).unwrap()),
+        )
+        .unwrap();
+        let plan = |sql: &'static str| {
+            let state = ctx.state();
+            async move { crate::rewrite::sql_to_logical_plan(&state, sql, &Default::default()).await }
+        };
+        for ok in [
+            "SELECT t1.x FROM t t1 JOIN t t2 ON t1.x = t2.x",
+            "SELECT t1.x FROM t t1 JOIN t t2 ON ARRAY_TO_STRING(t1.a, ',') = ARRAY_TO_STRING(t2.a, ',')",
+            "SELECT t1.x FROM t t1 JOIN t t2 ON t1.mv = t2.mv",
+            "SELECT t1.x FROM t t1 CROSS JOIN t t2",
+            "SELECT x FROM t WHERE x IN (SELECT x FROM t)",
+        ] {
+            assert!(plan(ok).await.is_ok(), "{ok}: {:?}", plan(ok).await.err());
+        }
+        for (bad, type_name) in [
+            (
+                "SELECT t1.x FROM t t1 JOIN t t2 ON t1.a = t2.a",
+                "ARRAY<LONG>",
+            ),
+            (
+                "SELECT t1.x FROM t t1 LEFT JOIN t t2 ON t1.x = t2.x AND t1.j = t2.j",
+                "COMPLEX<json>",
+            ),
+            (
+                "SELECT x FROM t WHERE x IN (SELECT t1.x FROM t t1 JOIN t t2 ON t1.a = t2.a)",
+                "ARRAY<LONG>",
+            ),
+            ("SELECT x FROM t WHERE a IN (SELECT a FROM t)", "ARRAY<LONG>"),
+        ] {
+            let e = plan(bad).await.unwrap_err().to_string();
+            assert!(
+                e.contains(type_name) && e.contains("not supported"),
+                "{bad}: {e}"
+            );
         }
     }
 }

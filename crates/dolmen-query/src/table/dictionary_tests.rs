@@ -249,6 +249,14 @@ async fn distinct_counts_read_the_value_indexes_built_with_the_segments() {
             .unwrap(),
         rows(&[&["3"]])
     );
+    // An expression of the column, which DataFusion projects inside the scan
+    // (`upper(channel) AS EXPR$0`), reads rows: the scan's output is not a file column.
+    let expression = "SELECT DISTINCT UPPER(channel) FROM rt ORDER BY 1";
+    assert!(!plan(&f, expression).await.contains("DistinctValuesExec"));
+    assert_eq!(
+        f.query(expression).await.unwrap(),
+        rows(&[&["null"], &["#DE"], &["#EN"], &["#FR"]])
+    );
     // A time filter keeps the row scan.
     let filtered = "SELECT DISTINCT channel FROM rt WHERE __time >= TIMESTAMP '2024-01-02 00:00:00' \
                     ORDER BY channel";

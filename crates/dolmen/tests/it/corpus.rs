@@ -236,6 +236,8 @@ fn format_cell(v: &Value, sql_type: &str) -> String {
         // prints a JSON string quoted (`JSON_QUERY(s, '$')` is `"A"`); over HTTP the value is
         // the JSON value itself.
         Value::String(_) if sql_type == "OTHER" => v.to_string(),
+        // A JSON array or object of a `COMPLEX<json>` value: its compact JSON text.
+        Value::Array(_) | Value::Object(_) if sql_type == "OTHER" => v.to_string(),
         Value::String(s) => s.clone(),
         Value::Array(items) => format!(
             "[{}]",
