@@ -415,6 +415,54 @@ pub struct DruidScalarUdf {
 }
 
 impl DruidScalarUdf {
+    /// Whether argument `i` may be an array, read as its JSON (`lists_as_json_text`): the
+    /// JSON input of the JSON path functions, `TO_JSON_STRING`'s argument and the values of
+    /// `JSON_OBJECT`, as Druid's functions read array-typed nested columns and arrays.
+    fn takes_array_as_json(&self, i: usize) -> bool {
+        match self.func {
+            ScalarFunction::ToJsonString => i == 0,
+            ScalarFunction::JsonObject => i % 2 == 1,
+            f => i == 0 && f.reads_json_input(),
+        }
+    }
+
+    /// Calcite's operand checks Druid's JSON functions have, on the types DataFusion passes
+    /// before coercion: `PARSE_JSON` and `TRY_PARSE_JSON` take a string ("Cannot apply
+    /// 'TRY_PARSE_JSON' to arguments of type 'TRY_PARSE_JSON(<INTEGER>)'"), and a
+    /// `JSON_OBJECT` key is a string ("field name must be a STRING"). Druid's quidem
+    /// `qaJsonCols/funcs_and_sql_func_parse_json`, `_try_parse_json`, `_json_object`.
+    fn check_json_argument_types(&self, arg_types: &[DataType]) -> Result<()> {
+        let text = |dt: &DataType| {
+            matches!(
+                dt,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+            )
+        };
+        match self.func {
+            ScalarFunction::ParseJson | ScalarFunction::TryParseJson => {
+                if let Some(dt) = arg_types.first().filter(|dt| !text(dt)) {
+                    let name = self.sql_name();
+                    return plan_err!(
+                        "Cannot apply '{name}' to arguments of type '{name}(<{}>)'",
+                        calcite_type_name(dt)
+                    );
+                }
+            }
+            ScalarFunction::JsonObject => {
+                for dt in arg_types.iter().step_by(2) {
+                    if !text(dt) || *dt == DataType::Null {
+                        return plan_err!(
+                            "JSON_OBJECT: field name must be a STRING, got {}",
+                            calcite_type_name(dt)
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// The UDF named `name` (lowercase) implementing `func`.
     pub fn new(name: &'static str, func: ScalarFunction) -> Self {
         DruidScalarUdf {
@@ -631,6 +679,27 @@ fn json_values(a: &ArrayRef, json_text: bool) -> Result<Vec<Value>> {
     })
 }
 
+/// Calcite's name of a SQL type, for Calcite's error messages.
+fn calcite_type_name(dt: &DataType) -> String {
+    match dt {
+        DataType::Int64 | DataType::UInt64 | DataType::UInt32 => "BIGINT".into(),
+        DataType::Int32 | DataType::UInt16 => "INTEGER".into(),
+        DataType::Int16 | DataType::UInt8 => "SMALLINT".into(),
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Float32 => "FLOAT".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => format!("DECIMAL({p}, {s})"),
+        DataType::Timestamp(..) => "TIMESTAMP(3)".into(),
+        DataType::Date32 | DataType::Date64 => "DATE".into(),
+        DataType::Null => "NULL".into(),
+        DataType::List(f) | DataType::LargeList(f) => {
+            format!("{} ARRAY", calcite_type_name(f.data_type()))
+        }
+        _ => "VARCHAR".into(),
+    }
+}
+
 fn is_nested(dt: &DataType) -> bool {
     matches!(
         dt,
@@ -675,6 +744,20 @@ impl ScalarUDFImpl for DruidScalarUdf {
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
         self.check_arity(args.arg_fields.len())?;
         self.validate_literals(args.scalar_arguments)?;
+        // The checks of `check_json_argument_types` that need a field's `COMPLEX<json>` mark.
+        let json_at = |i: usize| args.arg_fields.get(i).is_some_and(|f| is_json_field(f));
+        match self.func {
+            ScalarFunction::ParseJson | ScalarFunction::TryParseJson if json_at(0) => {
+                let name = self.sql_name();
+                return plan_err!(
+                    "Cannot apply '{name}' to arguments of type '{name}(<COMPLEX<JSON>>)'"
+                );
+            }
+            ScalarFunction::JsonObject if (0..args.arg_fields.len()).step_by(2).any(json_at) => {
+                return plan_err!("JSON_OBJECT: field name must be a STRING, got COMPLEX<json>");
+            }
+            _ => {}
+        }
         if self.func.returns_json() {
             return Ok(Arc::new(json_field(self.name)));
         }
@@ -691,6 +774,7 @@ impl ScalarUDFImpl for DruidScalarUdf {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.check_json_argument_types(arg_types)?;
         self.check_arity(arg_types.len())?;
         let f = self.sql_name();
         arg_types
@@ -701,8 +785,7 @@ impl ScalarUDFImpl for DruidScalarUdf {
                     // An array as the JSON input (an `auto` column typed `ARRAY<LONG>`, which
                     // Druid keeps as a nested column that the JSON functions read): its JSON
                     // text at evaluation (`lists_as_json_text`).
-                    if i == 0
-                        && self.func.reads_json_input()
+                    if self.takes_array_as_json(i)
                         && matches!(dt, DataType::List(_) | DataType::LargeList(_))
                     {
                         return Ok(dt.clone());
@@ -772,8 +855,7 @@ impl ScalarUDFImpl for DruidScalarUdf {
                 a if i == 0 && self.func.reads_json_input() && a.data_type().is_integer() => {
                     Ok(arrow::compute::cast(&a, &DataType::Utf8)?)
                 }
-                a if i == 0
-                    && self.func.reads_json_input()
+                a if self.takes_array_as_json(i)
                     && matches!(a.data_type(), DataType::List(_) | DataType::LargeList(_)) =>
                 {
                     lists_as_json_text(&a)
@@ -781,8 +863,15 @@ impl ScalarUDFImpl for DruidScalarUdf {
                 a => Ok(a),
             })
             .collect::<Result<Vec<_>>>()?;
+        // JSON text to parse: `COMPLEX<json>` arguments and arrays turned into their JSON.
         let json_args: Vec<bool> = (0..arrays.len())
-            .map(|i| args.arg_fields.get(i).is_some_and(|f| is_json_field(f)))
+            .map(|i| {
+                args.arg_fields.get(i).is_some_and(|f| {
+                    is_json_field(f)
+                        || self.takes_array_as_json(i)
+                            && matches!(f.data_type(), DataType::List(_) | DataType::LargeList(_))
+                })
+            })
             .collect();
         let call = Call {
             f: self.sql_name(),
@@ -1620,7 +1709,9 @@ impl Call<'_> {
                     .map(Value::Number)
                     .unwrap_or(Value::Null),
             ),
-            AnyVal::Bool(b) => Some(Value::Bool(b)),
+            // Druid's BOOLEAN is a LONG 1/0 in expressions: `TO_JSON_STRING(TRUE)` is `1`
+            // (Druid's quidem `qaJsonCols/funcs_and_sql_func_to_json_string`).
+            AnyVal::Bool(b) => Some(Value::from(i64::from(b))),
         })
     }
 }

@@ -174,9 +174,10 @@ fn boolean_arrays_in_lists(e: Expr, schema: &DFSchema) -> Result<Transformed<Exp
     };
     let elements: Vec<Option<DataType>> = operands.iter().map(|x| element(x)).collect();
     let has_bool = elements.iter().any(|t| t == &Some(DataType::Boolean));
-    let has_number = elements
-        .iter()
-        .any(|t| t.as_ref().is_some_and(|t| t != &DataType::Boolean && is_number(t)));
+    let has_number = elements.iter().any(|t| {
+        t.as_ref()
+            .is_some_and(|t| t != &DataType::Boolean && is_number(t))
+    });
     if !(has_bool && has_number) {
         return Ok(Transformed::no(e));
     }
@@ -424,12 +425,10 @@ mod tests {
     #[tokio::test]
     async fn boolean_arrays_compare_with_long_arrays() {
         assert_eq!(
-            row(
-                "SELECT make_array(1, 0) = make_array(true, false) AS a, \
+            row("SELECT make_array(1, 0) = make_array(true, false) AS a, \
                         make_array(true) < make_array(2) AS b, \
                         make_array(1) BETWEEN make_array(false) AND make_array(true) AS c, \
-                        make_array(0) IN (make_array(true), make_array(false)) AS d"
-            )
+                        make_array(0) IN (make_array(true), make_array(false)) AS d")
             .await,
             ["true", "true", "true", "true"]
         );

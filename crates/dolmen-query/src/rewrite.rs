@@ -512,6 +512,20 @@ fn rewrite_json_value_returning(expr: &mut Expr) -> Result<()> {
         ),
         (_, Some("DOUBLE")) => try_cast(value, data_type),
         (_, Some("VARCHAR")) => value,
+        // Druid's quidem `qaJsonCols/funcs_and_sql_func_json_object`: `RETURNING BOOLEAN` is
+        // the value as a BOOLEAN: `true`/`false` (any case), a number true when not zero,
+        // null otherwise.
+        (_, Some("BOOLEAN")) => function_call(
+            "coalesce",
+            vec![
+                try_cast(value.clone(), data_type),
+                Expr::BinaryOp {
+                    left: Box::new(try_cast(value, SqlDataType::Double(ExactNumberInfo::None))),
+                    op: datafusion::sql::sqlparser::ast::BinaryOperator::NotEq,
+                    right: Box::new(number_lit(0)),
+                },
+            ],
+        ),
         // `RETURNING <type> ARRAY` (request text rewritten to `<type>[]`): the array at the
         // path, each element converted (functions::json_array).
         (
@@ -1443,8 +1457,15 @@ mod tests {
             rows(&ctx, &q("VARCHAR"), &utc()).await,
             vec![vec!["7", "1.5", "x", "12"]]
         );
-        let err = plan_sql(&ctx, &q("BOOLEAN")).await.unwrap_err().to_string();
-        assert!(err.contains("RETURNING BOOLEAN"), "{err}");
+        assert_eq!(
+            rows(&ctx, &q("BOOLEAN"), &utc()).await,
+            vec![vec!["true", "true", "null", "true"]]
+        );
+        let err = plan_sql(&ctx, &q("TIMESTAMP"))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("RETURNING TIMESTAMP"), "{err}");
     }
 
     #[tokio::test]

@@ -15,7 +15,11 @@
 //!   (`SqlWindow.validate`, `RESOURCE.funcNeedsOrderBy`: "RANK or DENSE_RANK functions require
 //!   ORDER BY clause in window specification"). A call over a named window is not checked.
 //!
-//! And one check of the planned query ([`validate_plan`], types known):
+//! And checks of the planned query ([`validate_plan`], types known):
+//!
+//! - An ordering comparison, `BETWEEN` or `LIKE` with a `COMPLEX<json>` operand: Calcite has
+//!   no ordering for Druid's JSON type ("Cannot apply '<' to arguments of type
+//!   '<COMPLEX<JSON>> < <COMPLEX<JSON>>'", Druid's quidem `qaJsonCols`). Equality is allowed.
 //!
 //! - A join whose condition compares arrays or `COMPLEX<json>` values (`ON t1.a_int =
 //!   t2.a_int` over `ARRAY<LONG>` columns): Druid's join matchers read only scalar values
@@ -23,7 +27,8 @@
 //!   multi-valued column" is unsupported), and Druid's planner refuses such a query; its quidem
 //!   corpus (`qaArray/sql_join.*`) expects an error containing "not support" for every such
 //!   join; so is `x IN (SELECT a ...)` over such values, which Druid plans as a join.
-//!   Conditions over scalar expressions of arrays (`ARRAY_TO_STRING(a, ',') = ...`) are
+//!   A cross join filtered by such an equality (`FROM t1, t2 WHERE t1.c = t2.c`) is a join
+//!   too. Conditions over scalar expressions of arrays (`ARRAY_TO_STRING(a, ',') = ...`) are
 //!   joins like any other.
 
 use std::ops::ControlFlow;
@@ -77,9 +82,33 @@ pub fn validate_plan(plan: &LogicalPlan) -> Result<()> {
                 }
             }
         }
+        // `FROM t1, t2 WHERE t1.c = t2.c`: a cross join filtered by equalities is a join to
+        // Druid's planner ("Cannot join" for such values).
+        if let LogicalPlan::Filter(filter) = node
+            && let LogicalPlan::Join(join) = filter.input.as_ref()
+            && join.on.is_empty()
+            && join.filter.is_none()
+        {
+            let schema = join.schema.as_ref();
+            for conjunct in split_conjunction(&filter.predicate) {
+                if let PlanExpr::BinaryExpr(BinaryExpr {
+                    left,
+                    op: Operator::Eq | Operator::IsNotDistinctFrom,
+                    right,
+                }) = conjunct
+                    && !left.column_refs().is_empty()
+                    && !right.column_refs().is_empty()
+                {
+                    check_join_operand(left, schema)?;
+                    check_join_operand(right, schema)?;
+                }
+            }
+        }
+        let input_schema = datafusion::logical_expr::utils::merge_schema(&node.inputs());
         // `x IN (SELECT ...)` is a join on `x` to Druid's planner.
         node.apply_expressions(|e| {
             e.apply(|e| {
+                check_json_operator(e, &input_schema)?;
                 if let PlanExpr::InSubquery(s) = e
                     && let Some(field) = s.subquery.subquery.schema().fields().first()
                     && let Some(type_name) = unjoinable_type(field)
@@ -96,6 +125,72 @@ pub fn validate_plan(plan: &LogicalPlan) -> Result<()> {
         Ok(TreeNodeRecursion::Continue)
     })
     .map(|_| ())
+}
+
+/// Calcite's refusal of an ordering comparison, `BETWEEN` or `LIKE` with a `COMPLEX<json>`
+/// operand (Druid's quidem `qaJsonCols/funcs_and_sql_datatype_comp_ops`: "Cannot apply '<' to
+/// arguments of type '<COMPLEX<JSON>> < <COMPLEX<JSON>>'"); equality is allowed.
+fn check_json_operator(e: &PlanExpr, schema: &DFSchema) -> Result<()> {
+    let sql_type = |x: &PlanExpr| -> Option<(String, bool)> {
+        let (_, field) = x.to_field(schema).ok()?;
+        if dolmen_functions::scalar::is_json_field(&field) {
+            Some(("COMPLEX<JSON>".into(), true))
+        } else {
+            Some((
+                crate::writer::druid_types(field.data_type()).1.to_string(),
+                false,
+            ))
+        }
+    };
+    let refuse = |operands: &[&PlanExpr], render: &dyn Fn(&[String]) -> String| {
+        let typed: Option<Vec<(String, bool)>> = operands.iter().map(|x| sql_type(x)).collect();
+        match typed {
+            Some(typed) if typed.iter().any(|(_, json)| *json) => {
+                let names: Vec<String> = typed.into_iter().map(|(n, _)| format!("<{n}>")).collect();
+                Err(DataFusionError::Plan(format!(
+                    "Cannot apply {} to arguments of type {}",
+                    render(&[]),
+                    render(&names)
+                )))
+            }
+            _ => Ok(()),
+        }
+    };
+    match e {
+        PlanExpr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(
+                op,
+                Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+            ) =>
+        {
+            refuse(&[left, right], &|names| match names {
+                [] => format!("'{op}'"),
+                [l, r] => format!("'{l} {op} {r}'"),
+                _ => String::new(),
+            })
+        }
+        PlanExpr::Between(b) => {
+            let word = if b.negated {
+                "NOT BETWEEN ASYMMETRIC"
+            } else {
+                "BETWEEN ASYMMETRIC"
+            };
+            refuse(&[&b.expr, &b.low, &b.high], &|names| match names {
+                [] => format!("'{word}'"),
+                [x, lo, hi] => format!("'{x} {word} {lo} AND {hi}'"),
+                _ => String::new(),
+            })
+        }
+        PlanExpr::Like(l) => {
+            let word = if l.negated { "NOT LIKE" } else { "LIKE" };
+            refuse(&[&l.expr, &l.pattern], &|names| match names {
+                [] => format!("'{word}'"),
+                [x, p] => format!("'{word}({x}, {p})'"),
+                _ => String::new(),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A plan error when `e` (an operand of a join's equality) is an array or `COMPLEX<json>`.
@@ -311,6 +406,8 @@ mod tests {
             "SELECT t1.x FROM t t1 JOIN t t2 ON t1.mv = t2.mv",
             "SELECT t1.x FROM t t1 CROSS JOIN t t2",
             "SELECT x FROM t WHERE x IN (SELECT x FROM t)",
+            "SELECT t1.x FROM t t1, t t2 WHERE t1.x = t2.x AND t1.j = 'a'",
+            "SELECT x FROM t WHERE j = j",
         ] {
             assert!(plan(ok).await.is_ok(), "{ok}: {:?}", plan(ok).await.err());
         }
@@ -327,7 +424,14 @@ mod tests {
                 "SELECT x FROM t WHERE x IN (SELECT t1.x FROM t t1 JOIN t t2 ON t1.a = t2.a)",
                 "ARRAY<LONG>",
             ),
-            ("SELECT x FROM t WHERE a IN (SELECT a FROM t)", "ARRAY<LONG>"),
+            (
+                "SELECT x FROM t WHERE a IN (SELECT a FROM t)",
+                "ARRAY<LONG>",
+            ),
+            (
+                "SELECT t1.x FROM t t1, t t2 WHERE t1.j = t2.j",
+                "COMPLEX<json>",
+            ),
         ] {
             let e = plan(bad).await.unwrap_err().to_string();
             assert!(
