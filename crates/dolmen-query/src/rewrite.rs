@@ -116,6 +116,7 @@ impl VisitorMut for UnnestArrayLiterals {
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
         if let TableFactor::UNNEST { array_exprs, .. } = factor {
             for e in array_exprs.iter_mut() {
+                unnest_rows_without_values_as_null(e);
                 let _ = visit_expressions_mut(e, |e| {
                     if let Expr::Array(a) = e
                         && !a.elem.is_empty()
@@ -128,6 +129,46 @@ impl VisitorMut for UnnestArrayLiterals {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// `UNNEST(MV_TO_ARRAY(x))`: a row of `x` without values (null or empty) unnests to one null
+/// row, as Druid unnests a multi-value dimension (its selector presents such a row as one null
+/// value; Druid's quidem `qaUnnest/mv_sql_col_datatype_mv`: 17 rows for three rows of five values,
+/// a null row and an empty row). `MV_TO_ARRAY` itself keeps a null row null (Druid's
+/// `CalciteArraysQueryTest`), so only the `UNNEST` argument is rewritten:
+/// `CASE WHEN cardinality(MV_TO_ARRAY(x)) > 0 THEN MV_TO_ARRAY(x) ELSE make_array(CAST(NULL AS
+/// VARCHAR)) END`.
+fn unnest_rows_without_values_as_null(e: &mut Expr) {
+    let Expr::Function(f) = e else { return };
+    if !ident_name(f).is_some_and(|n| n.eq_ignore_ascii_case("mv_to_array")) {
+        return;
+    }
+    let call = e.clone();
+    let null_element = function_call(
+        "make_array",
+        vec![Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(Expr::Value(Value::Null.into())),
+            data_type: SqlDataType::Varchar(None),
+            array: false,
+            format: None,
+        }],
+    );
+    *e = Expr::Case {
+        case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(
+        ),
+        end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+        operand: None,
+        conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+            condition: Expr::BinaryOp {
+                left: Box::new(function_call("cardinality", vec![call.clone()])),
+                op: BinaryOperator::Gt,
+                right: Box::new(number_lit(0)),
+            },
+            result: call,
+        }],
+        else_result: Some(Box::new(null_element)),
+    };
 }
 
 /// Applies [`rewrite_statement_with`] to a DataFusion statement (including the statement inside
