@@ -578,7 +578,8 @@ impl QueryEngine {
     /// so that what a process and each of its query threads set up once (the function
     /// registry, planner state, thread-local allocator arenas and caches, code paged in) is
     /// not paid by the first user query. Call it on the runtime that runs queries, once per
-    /// worker thread (concurrently, so that each thread takes one).
+    /// worker thread, concurrently (the scheduler spreads them over the threads; a thread that
+    /// runs none is warmed by its first query, as before).
     ///
     /// It reads the catalog, not a datasource: querying a datasource would load segments the
     /// coordinator left in deep storage. It is not a user query: no request log line, no

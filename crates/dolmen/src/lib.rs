@@ -222,8 +222,8 @@ pub async fn start(config: &ServerConfig, logs: TaskLogs) -> anyhow::Result<Runn
         .enable_all()
         .build()
         .context("cannot start the query runtime")?;
-    // One warm-up query per query thread, on those threads (their first query sets up
-    // per-thread state: QueryEngine::warm_up_sql).
+    // One warm-up query per query thread, on the query runtime, run concurrently so that the
+    // scheduler spreads them over its threads (per-thread state: QueryEngine::warm_up_sql).
     let warm_ups: Vec<_> = (0..config.query_threads.max(1))
         .map(|_| {
             let engine = Arc::clone(&engine);
