@@ -29,6 +29,7 @@
 
 pub mod coercion;
 pub mod cooperative;
+pub mod derived;
 pub mod dialect;
 pub mod dictionary;
 pub mod distinct;

@@ -262,7 +262,8 @@ pub async fn sql_to_logical_plan(
 /// Checks what Druid's validator rejects ([`crate::validate`]), names unaliased select items
 /// (`EXPR$n`), reads window frames as Druid does ([`crate::frames`]), applies the Druid
 /// rewrites (and maps expressions over multi-value columns,
-/// [`crate::multivalue::map_multi_value_expressions`]) and plans an already parsed statement
+/// [`crate::multivalue::map_multi_value_expressions`]), names the columns of derived tables
+/// over joins as Calcite does ([`crate::derived`]) and plans an already parsed statement
 /// into an (unoptimized) [`LogicalPlan`].
 ///
 /// # Errors
@@ -279,6 +280,7 @@ pub async fn statement_to_logical_plan(
     }
     rewrite_df_statement(&mut stmt, opts)?;
     crate::multivalue::map_multi_value_expressions(state, &mut stmt).await?;
+    crate::derived::uniquify_derived_columns(state, &mut stmt).await?;
     let plan = state.statement_to_plan(stmt).await?;
     crate::validate::validate_plan(&plan)?;
     Ok(plan)
