@@ -135,9 +135,11 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     }))
 }
 
-/// `BETWEEN` and `IN` lists mixing arrays of booleans with arrays of numbers (as
-/// [`TextOperandPlanner`] plans comparisons): the boolean arrays are cast to arrays of longs,
-/// Druid's native form of a BOOLEAN, so that DataFusion's type coercion finds a common type.
+/// `BETWEEN` and `IN` lists mixing arrays of booleans or strings with arrays of numbers (as
+/// [`TextOperandPlanner`] plans comparisons): with an array of strings among them the others
+/// are cast to arrays of strings (Druid's least restrictive type); else the boolean arrays are
+/// cast to arrays of longs, Druid's native form of a BOOLEAN, so that DataFusion's type
+/// coercion finds a common type.
 /// An analyzer rule that runs before DataFusion's own (type coercion).
 #[derive(Debug, Default)]
 pub struct BooleanArraysAsLongsRule;
@@ -178,15 +180,22 @@ fn boolean_arrays_in_lists(e: Expr, schema: &DFSchema) -> Result<Transformed<Exp
         t.as_ref()
             .is_some_and(|t| t != &DataType::Boolean && is_number(t))
     });
-    if !(has_bool && has_number) {
+    let has_string = elements.iter().any(|t| t.as_ref().is_some_and(is_string));
+    if !(has_bool && has_number || has_string && (has_number || has_bool)) {
         return Ok(Transformed::no(e));
     }
-    let fix = |x: Expr| {
-        if element(&x) == Some(DataType::Boolean) {
-            cast(x, longs())
-        } else {
-            x
-        }
+    let strings = || {
+        DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
+            DataType::Utf8,
+            true,
+        )))
+    };
+    // With strings among them every array compares as strings (as `TextOperandPlanner` plans
+    // `=`); otherwise booleans compare as longs.
+    let fix = |x: Expr| match element(&x) {
+        Some(t) if has_string && (is_number(&t) || t == DataType::Boolean) => cast(x, strings()),
+        Some(DataType::Boolean) if !has_string => cast(x, longs()),
+        _ => x,
     };
     Ok(Transformed::yes(match e {
         Expr::Between(b) => Expr::Between(Between::new(
@@ -293,10 +302,24 @@ fn boolean_arrays_as_longs(
         DataType::Int64,
         true,
     )));
+    let strings = DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
+        DataType::Utf8,
+        true,
+    )));
     let mut expr = expr;
     match (le == DataType::Boolean, re == DataType::Boolean) {
         (true, false) if is_number(&re) => expr.left = cast(expr.left, longs),
         (false, true) if is_number(&le) => expr.right = cast(expr.right, longs),
+        // An array of strings meeting an array of numbers compares as strings (Druid's least
+        // restrictive type of the two, `ARRAY<STRING>`): `a_str = a_null` is false for
+        // `["S1","S2",null]` and `[null,null,null]`, which casting the strings to numbers would
+        // make equal (qaArray/sql_subquery_with_where).
+        _ if is_string(&le) && (is_number(&re) || re == DataType::Boolean) => {
+            expr.right = cast(expr.right, strings)
+        }
+        _ if is_string(&re) && (is_number(&le) || le == DataType::Boolean) => {
+            expr.left = cast(expr.left, strings)
+        }
         _ => {}
     }
     Ok(PlannerResult::Original(expr))
@@ -428,21 +451,25 @@ mod tests {
             row("SELECT make_array(1, 0) = make_array(true, false) AS a, \
                         make_array(true) < make_array(2) AS b, \
                         make_array(1) BETWEEN make_array(false) AND make_array(true) AS c, \
-                        make_array(0) IN (make_array(true), make_array(false)) AS d")
+                        make_array(0) IN (make_array(true), make_array(false)) AS d, \
+                        make_array('S1') IN (make_array(CAST(NULL AS BIGINT))) AS e")
             .await,
-            ["true", "true", "true", "true"]
+            ["true", "true", "true", "true", "false"]
         );
     }
 
     /// Druid's quidem `qaArray/sql_subquery_with_where`: an array of strings compared with an
-    /// array of numbers does not fail on elements that are not numbers.
+    /// array of numbers compares as strings, and does not fail on elements that are not
+    /// numbers.
     #[tokio::test]
     async fn string_arrays_meeting_number_arrays_do_not_fail_the_query() {
         assert_eq!(
             row("SELECT make_array(1, 0) = make_array('S1', 'S2') AS a, \
-                        make_array(1, 2) = make_array('1', '2') AS b")
+                        make_array(1, 2) = make_array('1', '2') AS b, \
+                        make_array('S1', NULL) = make_array(CAST(NULL AS BIGINT), NULL) AS c, \
+                        make_array('10') > make_array(9) AS d")
             .await,
-            ["false", "true"]
+            ["false", "true", "false", "false"]
         );
     }
 
