@@ -16,7 +16,7 @@
 //! |---|---|
 //! | string to an integer type | `TRY_CAST(COALESCE(TRY_CAST(s AS BIGINT), TRY_CAST(TRY_CAST(s AS DOUBLE) AS BIGINT)) AS type)` |
 //! | string to a floating point or decimal type, a date or a timestamp | `TRY_CAST(s AS type)` |
-//! | array of strings to an array of numbers (`a_int = a_str`, Druid's quidem `qaArray`) | `TRY_CAST(a AS type)`: elements that do not convert are null |
+//! | array of strings to an array of numbers (`CAST(a_str AS BIGINT ARRAY)`; comparisons compare such arrays as strings, see [`TextOperandPlanner`]) | `TRY_CAST(a AS type)`: elements that do not convert are null |
 //!
 //! `NULLIF(a, b)` is Calcite's `CASE WHEN a = b THEN NULL ELSE a END` (`SqlNullifFunction`),
 //! typed as `a`; [`crate::rewrite`] writes it so, as DataFusion's `NULLIF` casts both arguments
@@ -104,7 +104,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         && is_string(f.data_type())
         && (t.data_type().is_numeric() || t.data_type() == &DataType::Boolean)
     {
-        // An array of strings meeting a numeric array (`a_int = a_str`): elements that do not
+        // An array of strings cast to an array of numbers (`CAST(a_str AS BIGINT ARRAY)`): elements that do not
         // convert are null (Arrow's safe cast of a list, element by element).
         return Ok(Transformed::yes(try_cast((**expr).clone(), to)));
     }
