@@ -104,8 +104,9 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         && is_string(f.data_type())
         && (t.data_type().is_numeric() || t.data_type() == &DataType::Boolean)
     {
-        // An array of strings cast to an array of numbers (`CAST(a_str AS BIGINT ARRAY)`): elements that do not
-        // convert are null (Arrow's safe cast of a list, element by element).
+        // An array of strings cast to an array of numbers (`CAST(a_str AS BIGINT ARRAY)`):
+        // elements that do not convert are null (Arrow's safe cast of a list, element by
+        // element).
         return Ok(Transformed::yes(try_cast((**expr).clone(), to)));
     }
     if !is_string(&from) {
