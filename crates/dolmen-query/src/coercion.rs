@@ -30,6 +30,7 @@ use datafusion::common::{DFSchema, Result};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::expr::{Cast, TryCast};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::planner::RawBinaryExpr;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan};
 use datafusion::optimizer::AnalyzerRule;
@@ -164,12 +165,7 @@ fn boolean_arrays_in_lists(e: Expr, schema: &DFSchema) -> Result<Transformed<Exp
         Ok(DataType::List(f) | DataType::LargeList(f)) => Some(f.data_type().clone()),
         _ => None,
     };
-    let longs = || {
-        DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
-            DataType::Int64,
-            true,
-        )))
-    };
+    let longs = || list_of(DataType::Int64);
     let operands: Vec<&Expr> = match &e {
         Expr::Between(b) => vec![&b.expr, &b.low, &b.high],
         Expr::InList(l) => std::iter::once(l.expr.as_ref()).chain(&l.list).collect(),
@@ -185,12 +181,7 @@ fn boolean_arrays_in_lists(e: Expr, schema: &DFSchema) -> Result<Transformed<Exp
     if !(has_bool && has_number || has_string && (has_number || has_bool)) {
         return Ok(Transformed::no(e));
     }
-    let strings = || {
-        DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
-            DataType::Utf8,
-            true,
-        )))
-    };
+    let strings = || list_of(DataType::Utf8);
     // With strings among them every array compares as strings (as `TextOperandPlanner` plans
     // `=`); otherwise booleans compare as longs.
     let fix = |x: Expr| match element(&x) {
@@ -231,6 +222,14 @@ pub fn rule() -> Arc<dyn AnalyzerRule + Send + Sync> {
 #[derive(Debug, Default)]
 pub struct TextOperandPlanner;
 
+/// What [`TextOperandPlanner`]'s helpers answer for one binary operator.
+type BinaryPlan = Result<datafusion::logical_expr::planner::PlannerResult<RawBinaryExpr>>;
+
+/// `List(t)`, the list type DataFusion's array functions return.
+fn list_of(t: DataType) -> DataType {
+    DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(t, true)))
+}
+
 fn is_number(t: &DataType) -> bool {
     t.is_integer() || crate::functions::scalar::is_float(t) || t.is_numeric()
 }
@@ -243,14 +242,7 @@ fn cast(e: Expr, to: DataType) -> Expr {
 /// booleans (`1 || 1` is `'11'`), while DataFusion finds no common string type. Numbers and
 /// booleans are cast to VARCHAR; anything else (arrays, timestamps, nulls) is left to the
 /// planners that know it.
-fn concat_as_text(
-    expr: datafusion::logical_expr::planner::RawBinaryExpr,
-    schema: &DFSchema,
-) -> Result<
-    datafusion::logical_expr::planner::PlannerResult<
-        datafusion::logical_expr::planner::RawBinaryExpr,
-    >,
-> {
+fn concat_as_text(expr: RawBinaryExpr, schema: &DFSchema) -> BinaryPlan {
     use datafusion::logical_expr::planner::PlannerResult;
     use datafusion::logical_expr::{BinaryExpr, Operator};
     let (Ok(lt), Ok(rt)) = (expr.left.get_type(schema), expr.right.get_type(schema)) else {
@@ -275,19 +267,13 @@ fn concat_as_text(
     ))))
 }
 
-/// A comparison of an array of booleans with an array of numbers (`a_bool = JSON_VALUE(..
-/// RETURNING BOOLEAN ARRAY)`, where `a_bool` is an `auto` column of booleans, `ARRAY<LONG>`):
-/// Druid's BOOLEAN is a LONG 1/0 natively, so the boolean array is compared as its longs.
-/// DataFusion finds no common type for `List(Int64) = List(Boolean)`. Druid's quidem corpus,
-/// `qaArray/sql_subquery_with_where`.
-fn boolean_arrays_as_longs(
-    expr: datafusion::logical_expr::planner::RawBinaryExpr,
-    schema: &DFSchema,
-) -> Result<
-    datafusion::logical_expr::planner::PlannerResult<
-        datafusion::logical_expr::planner::RawBinaryExpr,
-    >,
-> {
+/// A comparison of arrays of different element types, as Druid compares them (Druid's quidem
+/// corpus, `qaArray/sql_subquery_with_where`): an array of booleans with an array of numbers
+/// (`a_bool = JSON_VALUE(.. RETURNING BOOLEAN ARRAY)`, where `a_bool` is an `auto` column of
+/// booleans, `ARRAY<LONG>`) compares the booleans as longs, Druid's native form of a BOOLEAN
+/// (DataFusion finds no common type for `List(Int64) = List(Boolean)`); an array of strings
+/// with an array of numbers or booleans compares as strings.
+fn array_comparison_operands(expr: RawBinaryExpr, schema: &DFSchema) -> BinaryPlan {
     use datafusion::logical_expr::planner::PlannerResult;
     let (Ok(lt), Ok(rt)) = (expr.left.get_type(schema), expr.right.get_type(schema)) else {
         return Ok(PlannerResult::Original(expr));
@@ -299,14 +285,7 @@ fn boolean_arrays_as_longs(
     let (Some(le), Some(re)) = (element(&lt), element(&rt)) else {
         return Ok(PlannerResult::Original(expr));
     };
-    let longs = DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
-        DataType::Int64,
-        true,
-    )));
-    let strings = DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
-        DataType::Utf8,
-        true,
-    )));
+    let (longs, strings) = (list_of(DataType::Int64), list_of(DataType::Utf8));
     let mut expr = expr;
     match (le == DataType::Boolean, re == DataType::Boolean) {
         (true, false) if is_number(&re) => expr.left = cast(expr.left, longs),
@@ -327,15 +306,7 @@ fn boolean_arrays_as_longs(
 }
 
 impl datafusion::logical_expr::planner::ExprPlanner for TextOperandPlanner {
-    fn plan_binary_op(
-        &self,
-        expr: datafusion::logical_expr::planner::RawBinaryExpr,
-        schema: &DFSchema,
-    ) -> Result<
-        datafusion::logical_expr::planner::PlannerResult<
-            datafusion::logical_expr::planner::RawBinaryExpr,
-        >,
-    > {
+    fn plan_binary_op(&self, expr: RawBinaryExpr, schema: &DFSchema) -> BinaryPlan {
         use datafusion::logical_expr::planner::PlannerResult;
         use datafusion::logical_expr::{BinaryExpr, Operator};
         use datafusion::sql::sqlparser::ast::BinaryOperator;
@@ -348,7 +319,7 @@ impl datafusion::logical_expr::planner::ExprPlanner for TextOperandPlanner {
                 | BinaryOperator::Gt
                 | BinaryOperator::GtEq
         ) {
-            return boolean_arrays_as_longs(expr, schema);
+            return array_comparison_operands(expr, schema);
         }
         let op = match expr.op {
             BinaryOperator::StringConcat => return concat_as_text(expr, schema),
