@@ -20,7 +20,7 @@
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
-use datafusion::common::{DFSchema, Result};
+use datafusion::common::{DFSchema, DFSchemaRef, Result};
 use datafusion::execution::SessionState;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
@@ -49,25 +49,40 @@ pub async fn uniquify_derived_columns(state: &SessionState, stmt: &mut DFStateme
     if collect.probes.iter().all(Option::is_none) {
         return Ok(());
     }
-    let mut lists = Vec::with_capacity(collect.probes.len());
-    for probe in collect.probes {
-        let list = match probe {
+    let lists: Vec<Option<Vec<SelectItem>>> = probe_schemas(state, collect.probes)
+        .await
+        .into_iter()
+        .map(|schema| schema.and_then(|s| unique_select_list(&s)))
+        .collect();
+    let mut apply = Apply {
+        lists: lists.into_iter(),
+    };
+    let _ = VisitMut::visit(query, &mut apply);
+    Ok(())
+}
+
+/// The output schema of each query of `probes` planned on its own (`None` for a missing probe
+/// and for a query that does not plan alone: it reads a CTE or an outer column). Shared with
+/// [`crate::multivalue`]'s mapping, which probes the columns a `SELECT` reads the same way.
+pub(crate) async fn probe_schemas(
+    state: &SessionState,
+    probes: Vec<Option<Query>>,
+) -> Vec<Option<DFSchemaRef>> {
+    let mut schemas = Vec::with_capacity(probes.len());
+    for probe in probes {
+        let schema = match probe {
             Some(q) => state
                 .statement_to_plan(DFStatement::Statement(Box::new(SqlStatement::Query(
                     Box::new(q),
                 ))))
                 .await
                 .ok()
-                .and_then(|plan| unique_select_list(plan.schema())),
+                .map(|plan| std::sync::Arc::clone(plan.schema())),
             None => None,
         };
-        lists.push(list);
+        schemas.push(schema);
     }
-    let mut apply = Apply {
-        lists: lists.into_iter(),
-    };
-    let _ = VisitMut::visit(query, &mut apply);
-    Ok(())
+    schemas
 }
 
 /// Whether `q` is `SELECT * FROM <more than one table>` (a bare wildcard, no other item).

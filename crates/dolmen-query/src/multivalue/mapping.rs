@@ -28,7 +28,6 @@
 use std::cell::Cell;
 use std::collections::HashSet;
 use std::ops::ControlFlow;
-use std::sync::Arc;
 
 use datafusion::common::{Column, DFSchema, DFSchemaRef, DataFusionError, Result, TableReference};
 use datafusion::execution::context::SessionState;
@@ -79,20 +78,7 @@ pub async fn map_multi_value_expressions(
     if collect.probes.iter().all(Option::is_none) {
         return Ok(());
     }
-    let mut schemas = Vec::with_capacity(collect.probes.len());
-    for probe in collect.probes {
-        let schema = match probe {
-            Some(q) => state
-                .statement_to_plan(DFStatement::Statement(Box::new(SqlStatement::Query(
-                    Box::new(q),
-                ))))
-                .await
-                .ok()
-                .map(|p| Arc::clone(p.schema())),
-            None => None,
-        };
-        schemas.push(schema);
-    }
+    let schemas = crate::derived::probe_schemas(state, collect.probes).await;
     let params = Cell::new(0);
     let mut apply = ApplyMapping {
         normalize: state.config_options().sql_parser.enable_ident_normalization,
