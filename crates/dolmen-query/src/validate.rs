@@ -56,10 +56,11 @@ pub fn validate_statement<V: Visit>(stmt: &V) -> Result<()> {
     }
 }
 
-/// Checks the planned `plan` (and its subqueries) for the join conditions of the module docs.
+/// Checks the planned `plan` (and its subqueries) for the join conditions and the
+/// `COMPLEX<json>` operators of the module docs.
 ///
 /// # Errors
-/// A plan error naming the column type Druid cannot join on.
+/// A plan error naming the type Druid cannot join on, or Calcite's "Cannot apply ..." message.
 pub fn validate_plan(plan: &LogicalPlan) -> Result<()> {
     plan.apply_with_subqueries(|node| {
         if let LogicalPlan::Join(join) = node {
