@@ -792,20 +792,9 @@ impl ScalarUDFImpl for DruidScalarUdf {
                     }
                     return plan_err!("{f}: argument {} has unsupported type {dt}", i + 1);
                 }
+                // (PARSE_JSON and TRY_PARSE_JSON of a non-string were refused above, in
+                // `check_json_argument_types`.)
                 let int = dt.is_integer();
-                let text = matches!(
-                    dt,
-                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-                );
-                match self.func {
-                    ScalarFunction::ParseJson if !text => {
-                        return plan_err!(
-                            "{f}: invalid input expected STRING but got {dt} instead"
-                        );
-                    }
-                    ScalarFunction::TryParseJson if !text => return Ok(dt.clone()),
-                    _ => {}
-                }
                 Ok(match self.func.kind(i) {
                     // Druid expressions read a TIMESTAMP as its epoch milliseconds (LONG), so
                     // `JSON_VALUE(__time, '$')` is `1640995200000`: the JSON input of the JSON
