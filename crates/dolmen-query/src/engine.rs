@@ -446,6 +446,9 @@ impl QueryEngine {
         // Last, on typed expressions: JSON_VALUE of a literal path reads the shredded
         // sub-column where every segment has it (crate::nested).
         analyzer_rules.push(Arc::new(crate::nested::NestedColumnsRule));
+        // Ties of a window's order in grouping-key order, as Druid's stable window sort
+        // (crate::window_ties).
+        analyzer_rules.push(Arc::new(crate::window_ties::WindowTiesRule));
         let state = datafusion::execution::SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()

@@ -58,6 +58,7 @@ pub mod table;
 mod test_support;
 pub mod time_text;
 pub mod validate;
+pub mod window_ties;
 pub mod writer;
 
 pub use engine::{PreparedQuery, QueryEngine, QueryError, QueryResult, SqlParameter, SqlQuery};

@@ -19,6 +19,7 @@
 //! | `TIMESTAMPADD(unit, n, ts)` | `TIME_SHIFT(ts, 'PT1H', n)` | not in DataFusion |
 //! | `TIMESTAMPDIFF(unit, a, b)` | `(TIMESTAMP_TO_MILLIS(b) - TIMESTAMP_TO_MILLIS(a)) / ms` or `SUBTRACT_MONTHS(b, a) / k` | not in DataFusion |
 //! | `COUNT(DISTINCT x)` with `useApproximateCountDistinct` | `APPROX_COUNT_DISTINCT(x)` | Druid's default: approximate |
+//! | `(SELECT ... ORDER BY x)` as a sub-query, without `LIMIT`/`OFFSET`/`FETCH` | the same without `ORDER BY` | Calcite drops it (`isRemoveSortInSubQuery`); Druid returns such rows in scan order |
 //! | `JSON_VALUE(x, path RETURNING BIGINT)` | `TRY_CAST(TRY_CAST(JSON_VALUE(x, path) AS DOUBLE) AS BIGINT)` (`DOUBLE`/`FLOAT`: one `TRY_CAST`; `VARCHAR`: none) | DataFusion's planner rejects the clause |
 //!
 //! When planning ([`sql_to_logical_plan`]), unaliased select items that are not column
@@ -45,8 +46,8 @@ use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, CeilFloorKind, DataType as SqlDataType, DateTimeField,
     DuplicateTreatment, ExactNumberInfo, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentClause, FunctionArgumentList, FunctionArguments, Ident, ObjectName, Statement,
-    TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut, visit_expressions_mut,
+    FunctionArgumentClause, FunctionArgumentList, FunctionArguments, Ident, ObjectName, Query,
+    Statement, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut, visit_expressions_mut,
 };
 
 use dolmen_common::time::parse_iso_in_zone;
@@ -92,6 +93,7 @@ pub fn rewrite_statement(stmt: &mut Statement) -> Result<()> {
 /// As [`rewrite_statement`].
 pub fn rewrite_statement_with(stmt: &mut Statement, opts: &RewriteOptions) -> Result<()> {
     let _ = VisitMut::visit(stmt, &mut UnnestArrayLiterals);
+    let _ = VisitMut::visit(stmt, &mut SubquerySortRemoval::default());
     let flow = visit_expressions_mut(stmt, |expr| match rewrite_expr(expr, opts) {
         Ok(()) => ControlFlow::Continue(()),
         Err(e) => ControlFlow::Break(e),
@@ -127,6 +129,39 @@ impl VisitorMut for UnnestArrayLiterals {
                 });
             }
         }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The `ORDER BY` of a sub-query (a derived table, a `WITH` item, a `UNION` branch, an `IN` or
+/// scalar sub-query) without `LIMIT`, `OFFSET` or `FETCH` is removed, as Calcite's
+/// `SqlToRelConverter` removes it (`Config.isRemoveSortInSubQuery`, on in Druid): such an order
+/// means nothing to the enclosing query. Druid's answers show it: `SELECT c FROM (SELECT a c FROM
+/// t ORDER BY c ASC)` and the same with `DESC` give the rows in the same (scan) order (quidem
+/// `qaArray/sql_order_by`). The outermost query keeps its `ORDER BY`.
+#[derive(Default)]
+struct SubquerySortRemoval {
+    /// Queries entered and not yet left: 1 inside the outermost one.
+    depth: usize,
+}
+
+impl VisitorMut for SubquerySortRemoval {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        self.depth += 1;
+        if self.depth > 1
+            && query.limit_clause.is_none()
+            && query.fetch.is_none()
+            && query.order_by.is_some()
+        {
+            query.order_by = None;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
+        self.depth -= 1;
         ControlFlow::Continue(())
     }
 }
@@ -1184,6 +1219,31 @@ mod tests {
 
     fn utc() -> RewriteOptions {
         RewriteOptions::default()
+    }
+
+    #[test]
+    fn sub_query_order_without_limit_is_removed() {
+        let r = |sql| rewritten(sql, &utc());
+        assert_eq!(
+            r("SELECT c FROM (SELECT a AS c FROM t ORDER BY c DESC) ORDER BY c"),
+            "SELECT c FROM (SELECT a AS c FROM t) ORDER BY c"
+        );
+        // A limit, an offset or a fetch gives the order a meaning: kept.
+        for sql in [
+            "SELECT c FROM (SELECT a AS c FROM t ORDER BY c LIMIT 2)",
+            "SELECT c FROM (SELECT a AS c FROM t ORDER BY c OFFSET 1)",
+            "SELECT c FROM (SELECT a AS c FROM t ORDER BY c FETCH FIRST 2 ROWS ONLY)",
+        ] {
+            assert_eq!(r(sql), sql);
+        }
+        assert_eq!(
+            r(
+                "WITH w AS (SELECT a FROM t ORDER BY a) SELECT a FROM w WHERE a IN \
+               (SELECT b FROM u ORDER BY b) ORDER BY a DESC"
+            ),
+            "WITH w AS (SELECT a FROM t) SELECT a FROM w WHERE a IN (SELECT b FROM u) \
+             ORDER BY a DESC"
+        );
     }
 
     #[tokio::test]

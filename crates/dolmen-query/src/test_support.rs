@@ -19,3 +19,31 @@ pub(crate) fn first_row_text(batches: &[RecordBatch]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Every row of `batches` as text, column by column (`null` for nulls).
+pub(crate) fn rows_text(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let columns: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| arrow::compute::cast(c, &DataType::Utf8).unwrap())
+            .collect();
+        for i in 0..b.num_rows() {
+            out.push(
+                columns
+                    .iter()
+                    .map(|c| {
+                        let c = c.as_string::<i32>();
+                        if c.is_valid(i) {
+                            c.value(i).to_string()
+                        } else {
+                            "null".to_string()
+                        }
+                    })
+                    .collect(),
+            );
+        }
+    }
+    out
+}
