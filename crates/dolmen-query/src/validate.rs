@@ -21,6 +21,11 @@
 //!   no ordering for Druid's JSON type ("Cannot apply '<' to arguments of type
 //!   '<COMPLEX<JSON>> < <COMPLEX<JSON>>'", Druid's quidem `qaJsonCols`). Equality is allowed.
 //!
+//! - A multi-value string (a multi-value column, `STRING_TO_MV(..)`, `ARRAY_TO_MV(..)`) as a
+//!   window's `PARTITION BY` or `ORDER BY` key: Druid's window processing refuses it ("Window
+//!   processing does not support MVDs. Consider using UNNEST or MV_TO_ARRAY.", quidem
+//!   `qaWin/basics_data_types_and_exprs`).
+//!
 //! - A join whose condition compares arrays or `COMPLEX<json>` values (`ON t1.a_int =
 //!   t2.a_int` over `ARRAY<LONG>` columns): Druid's join matchers read only scalar values
 //!   (`IndexedTableJoinMatcher`, `docs/querying/datasource.md`, "join condition on a
@@ -105,6 +110,9 @@ pub fn validate_plan(plan: &LogicalPlan) -> Result<()> {
                 }
             }
         }
+        if let LogicalPlan::Window(window) = node {
+            check_window_keys(&window.window_expr, window.input.schema())?;
+        }
         let input_schema = datafusion::logical_expr::utils::merge_schema(&node.inputs());
         // `x IN (SELECT ...)` is a join on `x` to Druid's planner.
         node.apply_expressions(|e| {
@@ -126,6 +134,38 @@ pub fn validate_plan(plan: &LogicalPlan) -> Result<()> {
         Ok(TreeNodeRecursion::Continue)
     })
     .map(|_| ())
+}
+
+/// Druid's refusal of a multi-value string as a window's partitioning or ordering key
+/// (quidem `qaWin/basics_data_types_and_exprs`: `PARTITION BY STRING_TO_MV('1,2,3', ',')`).
+fn check_window_keys(window_expr: &[PlanExpr], schema: &DFSchema) -> Result<()> {
+    for e in window_expr {
+        let mut e = e;
+        while let PlanExpr::Alias(a) = e {
+            e = &a.expr;
+        }
+        let PlanExpr::WindowFunction(w) = e else {
+            continue;
+        };
+        let keys = w
+            .params
+            .partition_by
+            .iter()
+            .chain(w.params.order_by.iter().map(|s| &s.expr));
+        for k in keys {
+            if k.to_field(schema).is_ok_and(|(_, f)| {
+                f.metadata()
+                    .contains_key(dolmen_segment::MULTI_VALUE_METADATA_KEY)
+            }) {
+                return Err(DataFusionError::Plan(
+                    "Window processing does not support MVDs. Consider using UNNEST or \
+                     MV_TO_ARRAY."
+                        .to_string(),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Calcite's refusal of an ordering comparison, `BETWEEN` or `LIKE` with a `COMPLEX<json>`
@@ -439,6 +479,21 @@ mod tests {
                 e.contains(type_name) && e.contains("not supported"),
                 "{bad}: {e}"
             );
+        }
+        // Multi-value strings as window keys are refused; arrays and scalars are not.
+        for ok in [
+            "SELECT ROW_NUMBER() OVER (PARTITION BY x ORDER BY a) FROM t",
+            "SELECT ROW_NUMBER() OVER (PARTITION BY MV_TO_ARRAY(mv)) FROM t",
+        ] {
+            assert!(plan(ok).await.is_ok(), "{ok}: {:?}", plan(ok).await.err());
+        }
+        for bad in [
+            "SELECT ROW_NUMBER() OVER (PARTITION BY STRING_TO_MV('1,2', ',')) FROM t",
+            "SELECT ROW_NUMBER() OVER (ORDER BY mv) FROM t",
+            "SELECT ROW_NUMBER() OVER w FROM t WINDOW w AS (PARTITION BY ARRAY_TO_MV(a))",
+        ] {
+            let e = plan(bad).await.unwrap_err().to_string();
+            assert!(e.contains("does not support MVDs"), "{bad}: {e}");
         }
     }
 }

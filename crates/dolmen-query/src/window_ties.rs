@@ -120,7 +120,8 @@ fn sort_of(e: &Expr) -> (Vec<Expr>, Vec<Sort>) {
 /// `e` with `keys` appended to its `ORDER BY`, if its result depends on the order of peers and
 /// some key is not already among its sort keys; `None` otherwise.
 fn with_tie_keys(e: &Expr, keys: &[Expr]) -> Option<Expr> {
-    let Expr::WindowFunction(w) = e else {
+    // Type coercion wraps a call whose arguments it cast in an alias of its original name.
+    let Expr::WindowFunction(w) = unaliased(e) else {
         return None;
     };
     let name = w.fun.name().to_ascii_lowercase();
@@ -254,6 +255,24 @@ mod tests {
                 vec!["a", "x", "E", "12", "2"],
                 vec!["a", "x", "N", "12", "3"],
                 vec!["b", "x", "E", "0", "4"],
+            ]
+        );
+    }
+
+    /// A call that type coercion aliased (its partition casts `length(z)` to a double) gets its
+    /// ties broken too.
+    #[tokio::test]
+    async fn coerced_calls_are_rewritten_too() {
+        let sql = "SELECT s, z, t, ROW_NUMBER() OVER (PARTITION BY cos(length(z)) \
+                   ORDER BY s, cos(length(z))) AS n \
+                   FROM (VALUES ('a', 'E', 12), ('a', 'E', 0), ('b', 'N', 1)) v(s, z, t) \
+                   GROUP BY s, z, t ORDER BY s, t";
+        assert_eq!(
+            rows_of(sql).await,
+            vec![
+                vec!["a", "E", "0", "1"],
+                vec!["a", "E", "12", "2"],
+                vec!["b", "N", "1", "3"],
             ]
         );
     }
