@@ -10,6 +10,9 @@
 //! - An empty array constructor, `ARRAY[]`: Calcite's array value constructor takes at least
 //!   one element (`SqlOperator.checkOperandCount`: "Invalid number of arguments to function
 //!   'ARRAY'. Was expecting 1 arguments"), and nothing would give the array its type.
+//! - An aggregate in the keys of a named window (`WINDOW w AS (PARTITION BY COUNT(*))`):
+//!   Druid's planner refuses it ("Aggregation inside window is currently not supported with
+//!   syntax WINDOW W AS <DEF>. ..."), though it takes the same keys in `OVER (...)`.
 //! - `RANK`, `DENSE_RANK`, `PERCENT_RANK`, `CUME_DIST` and `NTILE` over a window without
 //!   `ORDER BY` (`PERCENT_RANK() OVER ()`): Calcite's ranking functions require one
 //!   (`SqlWindow.validate`, `RESOURCE.funcNeedsOrderBy`: "RANK or DENSE_RANK functions require
@@ -268,6 +271,41 @@ fn unjoinable_type(field: &Field) -> Option<String> {
 
 struct Checks;
 
+/// Aggregate functions of Druid SQL, recognised by name in a named window's keys (`WINDOW w AS
+/// (PARTITION BY COUNT(*))`), which Druid refuses (quidem `qaWin/basics_window_and_aggr`); the
+/// same keys written in the `OVER (...)` of a call are allowed.
+const AGGREGATES: &[&str] = &[
+    "count",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "any_value",
+    "earliest",
+    "earliest_by",
+    "latest",
+    "latest_by",
+    "approx_count_distinct",
+    "approx_count_distinct_ds_hll",
+    "approx_count_distinct_ds_theta",
+    "approx_quantile_ds",
+    "array_agg",
+    "array_concat_agg",
+    "string_agg",
+    "listagg",
+    "bit_and",
+    "bit_or",
+    "bit_xor",
+    "bool_and",
+    "bool_or",
+    "stddev",
+    "stddev_pop",
+    "stddev_samp",
+    "variance",
+    "var_pop",
+    "var_samp",
+];
+
 /// Window functions Calcite's `requiresOrder()` is true for (its `SqlRankFunction`s and
 /// `NTILE`).
 const NEEDS_ORDER: &[&str] = &["rank", "dense_rank", "percent_rank", "cume_dist", "ntile"];
@@ -306,6 +344,32 @@ impl Visitor for Checks {
         for def in &select.named_window {
             if let NamedWindowExpr::WindowSpec(spec) = &def.1 {
                 check_all(&spec.order_by)?;
+                let keys = spec
+                    .partition_by
+                    .iter()
+                    .chain(spec.order_by.iter().map(|o| &o.expr));
+                for k in keys {
+                    let found =
+                        datafusion::sql::sqlparser::ast::visit_expressions(k, |e| match e {
+                            Expr::Function(f)
+                                if f.over.is_none()
+                                    && AGGREGATES.contains(
+                                        &f.name.to_string().to_ascii_lowercase().as_str(),
+                                    ) =>
+                            {
+                                ControlFlow::Break(())
+                            }
+                            _ => ControlFlow::Continue(()),
+                        });
+                    if found.is_break() {
+                        return ControlFlow::Break(DataFusionError::Plan(
+                            "Aggregation inside window is currently not supported with syntax \
+                             WINDOW W AS <DEF>. Try providing window definition directly \
+                             without alias"
+                                .into(),
+                        ));
+                    }
+                }
             }
         }
         ControlFlow::Continue(())
@@ -365,10 +429,16 @@ mod tests {
             "SELECT x FROM t ORDER BY x NULLS FIRST, y DESC NULLS LAST",
             "SELECT ROW_NUMBER() OVER (ORDER BY x ASC NULLS FIRST) FROM t",
             "SELECT ARRAY[1], ROW_NUMBER() OVER (), RANK() OVER (ORDER BY x) FROM t",
+            "SELECT ROW_NUMBER() OVER (PARTITION BY COUNT(*)) FROM t GROUP BY x",
+            "SELECT ROW_NUMBER() OVER w FROM t GROUP BY x WINDOW w AS (PARTITION BY x)",
         ] {
             assert!(check(ok).is_ok(), "{ok}");
         }
         for (sql, message) in [
+            (
+                "SELECT ROW_NUMBER() OVER w FROM t GROUP BY x WINDOW w AS (PARTITION BY COUNT(*))",
+                "Aggregation inside window is currently not supported",
+            ),
             (
                 "SELECT x FROM t ORDER BY x NULLS LAST",
                 "ASCENDING ordering with NULLS LAST",

@@ -540,6 +540,9 @@ fn druid_quidem_corpus() {
     let mut passed = Vec::new();
     let mut server_errors = Vec::new();
     let mut by_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    // Passing and total `!ok` (result table) and `!error` (refusal) cases.
+    let mut tables = (0usize, 0usize);
+    let mut refusals = (0usize, 0usize);
     for (datasets, group) in &groups {
         let dir = tempfile::tempdir().unwrap();
         let server = Server::start(dir.path());
@@ -553,9 +556,15 @@ fn druid_quidem_corpus() {
             let family = case.id.split('/').next().unwrap_or_default().to_string();
             let entry = by_family.entry(family).or_default();
             entry.1 += 1;
+            let kind = match case.expect {
+                Expect::Rows { .. } => &mut tables,
+                Expect::Error(_) => &mut refusals,
+            };
+            kind.1 += 1;
             match run_case(&server, case) {
                 Outcome::Pass => {
                     entry.0 += 1;
+                    kind.0 += 1;
                     passed.push(case.id.clone());
                 }
                 Outcome::Fail(why) => {
@@ -575,6 +584,12 @@ fn druid_quidem_corpus() {
         cases.len(),
         files.len()
     );
+    writeln!(
+        summary,
+        "  result tables (!ok) {}/{}, refusals (!error) {}/{}",
+        tables.0, tables.1, refusals.0, refusals.1
+    )
+    .unwrap();
     for (family, (p, n)) in &by_family {
         writeln!(summary, "  {family}: {p}/{n}").unwrap();
     }
