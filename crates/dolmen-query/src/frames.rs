@@ -1,9 +1,12 @@
 //! Window frames as Druid reads them ([`rewrite_window_frames`], an AST rewrite before
 //! planning).
 //!
-//! Calcite keeps a frame's bounds as written and fills a missing upper bound with
-//! `CURRENT ROW` (`SqlWindow`: "ROWS 1 PRECEDING" is "ROWS BETWEEN 1 PRECEDING AND CURRENT
-//! ROW"); its validator only rejects an `UNBOUNDED PRECEDING` upper or `UNBOUNDED FOLLOWING`
+//! Calcite keeps a frame's bounds as written and fills a missing bound with `CURRENT ROW`:
+//! "ROWS 1 PRECEDING" is "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW", and a single `FOLLOWING`
+//! bound is the upper one (`SqlWindow.create`): "ROWS 1 FOLLOWING" is "ROWS BETWEEN CURRENT
+//! ROW AND 1 FOLLOWING", "RANGE UNBOUNDED FOLLOWING" is "RANGE BETWEEN CURRENT ROW AND
+//! UNBOUNDED FOLLOWING" (Druid's quidem `qaWin/orderby_rows_1_following_*` and
+//! `orderby_range_ub_following_*` answers); its validator only rejects an `UNBOUNDED PRECEDING` upper or `UNBOUNDED FOLLOWING`
 //! lower bound written as such and a few `FOLLOWING .. PRECEDING` shapes
 //! (`SqlWindow.checkSpecialLiterals`, which does not see the filled-in bound). Druid turns the
 //! bounds into row (or peer-group) offsets, an unbounded end being unbounded whatever its
@@ -17,8 +20,10 @@
 //!
 //! | written | becomes |
 //! |---|---|
-//! | `ROWS n FOLLOWING` (short form) | `ROWS BETWEEN n FOLLOWING AND CURRENT ROW`, then as below |
-//! | a lower bound `UNBOUNDED FOLLOWING` (`RANGE UNBOUNDED FOLLOWING`) | `UNBOUNDED PRECEDING` |
+//! | `ROWS n FOLLOWING`, `RANGE UNBOUNDED FOLLOWING` (short forms) | `BETWEEN CURRENT ROW AND n FOLLOWING` (`.. UNBOUNDED FOLLOWING`) |
+//! | a lower bound `UNBOUNDED FOLLOWING` written in `BETWEEN` | `UNBOUNDED PRECEDING` |
+//! | a `ROWS` bound `0 PRECEDING` or `0 FOLLOWING` (`ROWS 0 FOLLOWING`) | `CURRENT ROW` |
+//! | `FIRST_VALUE`/`LAST_VALUE` with `ORDER BY` over a `RANGE` frame, or the default one | the same bounds in `ROWS` (Druid reads rows for them) |
 //! | an upper bound `UNBOUNDED PRECEDING` | `UNBOUNDED FOLLOWING` |
 //! | `f(x, ..) OVER (.. frame)` whose start is after its end (`ROWS BETWEEN 0 PRECEDING AND 1 PRECEDING`, `1 FOLLOWING AND CURRENT ROW`) | `f(CASE WHEN FALSE THEN x END, ..) OVER (.. ROWS BETWEEN CURRENT ROW AND CURRENT ROW)`: the aggregate of no value, typed as `f(x)` (`COUNT(*)` counts a null) |
 //!
@@ -97,12 +102,35 @@ fn position(bound: &WindowFrameBound) -> Option<i128> {
 /// Fills the short form's end and turns unbounded ends the wrong way round into Druid's
 /// unbounded ends.
 fn normalize(frame: &mut WindowFrame) {
+    // Calcite's `SqlWindow.create`: a single bound that is `FOLLOWING` is the upper bound, the
+    // lower one the current row (`ROWS 1 FOLLOWING` is `BETWEEN CURRENT ROW AND 1 FOLLOWING`).
+    if frame.end_bound.is_none() && matches!(frame.start_bound, WindowFrameBound::Following(_)) {
+        let upper = std::mem::replace(&mut frame.start_bound, WindowFrameBound::CurrentRow);
+        frame.end_bound = Some(upper);
+    }
     let end = frame.end_bound.get_or_insert(WindowFrameBound::CurrentRow);
     if matches!(end, WindowFrameBound::Preceding(None)) {
         *end = WindowFrameBound::Following(None);
     }
     if matches!(frame.start_bound, WindowFrameBound::Following(None)) {
         frame.start_bound = WindowFrameBound::Preceding(None);
+    }
+    // `0 PRECEDING` and `0 FOLLOWING` are the current row (its peers for `RANGE`): DataFusion
+    // compares them with `CURRENT ROW` by kind and rejects `ROWS 0 FOLLOWING` ("start bound
+    // (0 FOLLOWING) cannot be larger than end bound (CURRENT ROW)"), which Druid runs (quidem
+    // `qaWin/orderby_rows_0_following_*`).
+    // Not for `RANGE`: an offset there needs exactly one `ORDER BY` key, which DataFusion
+    // checks as Druid does (quidem `qaWin/orderby_range_0_*` refuses two keys).
+    if frame.units == WindowFrameUnits::Range {
+        return;
+    }
+    for bound in [Some(&mut frame.start_bound), frame.end_bound.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        if !matches!(bound, WindowFrameBound::CurrentRow) && position(bound) == Some(0) {
+            *bound = WindowFrameBound::CurrentRow;
+        }
     }
 }
 
@@ -121,6 +149,22 @@ fn rewrite_call(f: &mut Function) {
     let Some(WindowType::WindowSpec(spec)) = &mut f.over else {
         return;
     };
+    // Druid's FIRST_VALUE/LAST_VALUE read rows, not peer groups: over the default frame
+    // (`RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`) LAST_VALUE is the current row's
+    // value even when later rows tie with it (quidem `qaWin/basics_window_funcs`:
+    // `LAST_VALUE(timezone) OVER (PARTITION BY client_ip ORDER BY server_ip)`). Their frames
+    // have no offsets (Druid refuses those, `crate::validate`).
+    let name = f.name.to_string().to_ascii_lowercase();
+    if (name == "first_value" || name == "last_value") && !spec.order_by.is_empty() {
+        let frame = spec.window_frame.get_or_insert(WindowFrame {
+            units: WindowFrameUnits::Range,
+            start_bound: WindowFrameBound::Preceding(None),
+            end_bound: Some(WindowFrameBound::CurrentRow),
+        });
+        if frame.units == WindowFrameUnits::Range {
+            frame.units = WindowFrameUnits::Rows;
+        }
+    }
     let Some(frame) = &mut spec.window_frame else {
         return;
     };
@@ -185,7 +229,11 @@ mod tests {
         );
         assert_eq!(
             rewritten("SELECT SUM(x) OVER (ORDER BY x RANGE UNBOUNDED FOLLOWING) FROM t"),
-            "SELECT SUM(x) OVER (ORDER BY x RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) FROM t"
+            "SELECT SUM(x) OVER (ORDER BY x RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) FROM t"
+        );
+        assert_eq!(
+            rewritten("SELECT SUM(x) OVER (ORDER BY x ROWS 1 FOLLOWING) FROM t"),
+            "SELECT SUM(x) OVER (ORDER BY x ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) FROM t"
         );
         assert_eq!(
             rewritten(
@@ -193,15 +241,48 @@ mod tests {
             ),
             "SELECT SUM(x) OVER (ORDER BY x ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) FROM t"
         );
+        assert_eq!(
+            rewritten(
+                "SELECT SUM(x) OVER (ORDER BY x ROWS BETWEEN 0 FOLLOWING AND 0 FOLLOWING) FROM t"
+            ),
+            "SELECT SUM(x) OVER (ORDER BY x ROWS BETWEEN CURRENT ROW AND CURRENT ROW) FROM t"
+        );
+        assert_eq!(
+            rewritten(
+                "SELECT SUM(x) OVER (ORDER BY x ROWS BETWEEN 0 PRECEDING AND 0 FOLLOWING) FROM t"
+            ),
+            "SELECT SUM(x) OVER (ORDER BY x ROWS BETWEEN CURRENT ROW AND CURRENT ROW) FROM t"
+        );
+        // A RANGE offset of 0 stays an offset (one ORDER BY key only).
+        let sql =
+            "SELECT SUM(x) OVER (ORDER BY x RANGE BETWEEN 0 PRECEDING AND CURRENT ROW) FROM t";
+        assert_eq!(rewritten(sql), sql);
         // Valid frames are left as written.
         let sql = "SELECT SUM(x) OVER (ORDER BY x ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) FROM t";
         assert_eq!(rewritten(sql), sql);
     }
 
     #[test]
+    fn first_and_last_values_read_rows() {
+        assert_eq!(
+            rewritten("SELECT LAST_VALUE(x) OVER (PARTITION BY y ORDER BY z) FROM t"),
+            "SELECT LAST_VALUE(x) OVER (PARTITION BY y ORDER BY z ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) FROM t"
+        );
+        assert_eq!(
+            rewritten("SELECT FIRST_VALUE(x) OVER (ORDER BY z RANGE UNBOUNDED FOLLOWING) FROM t"),
+            "SELECT FIRST_VALUE(x) OVER (ORDER BY z ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) FROM t"
+        );
+        // Without ORDER BY the frame is the whole partition either way.
+        let sql = "SELECT LAST_VALUE(x) OVER (PARTITION BY y) FROM t";
+        assert_eq!(rewritten(sql), sql);
+    }
+
+    #[test]
     fn empty_frames_aggregate_no_value() {
         assert_eq!(
-            rewritten("SELECT SUM(x) OVER (ORDER BY x ROWS 1 FOLLOWING) FROM t"),
+            rewritten(
+                "SELECT SUM(x) OVER (ORDER BY x ROWS BETWEEN 1 FOLLOWING AND CURRENT ROW) FROM t"
+            ),
             "SELECT SUM(CASE WHEN false THEN x END) OVER (ORDER BY x ROWS BETWEEN CURRENT ROW AND CURRENT ROW) FROM t"
         );
         assert_eq!(

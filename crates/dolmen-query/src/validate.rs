@@ -10,13 +10,16 @@
 //! - An empty array constructor, `ARRAY[]`: Calcite's array value constructor takes at least
 //!   one element (`SqlOperator.checkOperandCount`: "Invalid number of arguments to function
 //!   'ARRAY'. Was expecting 1 arguments"), and nothing would give the array its type.
+//! - `FIRST_VALUE`/`LAST_VALUE` over a frame with an offset bound (`ROWS 1 PRECEDING`, even
+//!   `0 FOLLOWING`): "Framing of FIRST_VALUE/LAST_VALUE is only allowed with UNBOUNDED or
+//!   CURRENT ROW" (quidem `qaWin/orderby_rows_*_first_last`).
 //! - An aggregate in the keys of a named window (`WINDOW w AS (PARTITION BY COUNT(*))`):
 //!   Druid's planner refuses it ("Aggregation inside window is currently not supported with
 //!   syntax WINDOW W AS <DEF>. ..."), though it takes the same keys in `OVER (...)`.
 //! - `RANK`, `DENSE_RANK`, `PERCENT_RANK`, `CUME_DIST` and `NTILE` over a window without
 //!   `ORDER BY` (`PERCENT_RANK() OVER ()`): Calcite's ranking functions require one
 //!   (`SqlWindow.validate`, `RESOURCE.funcNeedsOrderBy`: "RANK or DENSE_RANK functions require
-//!   ORDER BY clause in window specification"). A call over a named window is not checked.
+//!   ORDER BY clause in window specification"), over an inline or a named window.
 //!
 //! And checks of the planned query ([`validate_plan`], types known):
 //!
@@ -306,6 +309,26 @@ const AGGREGATES: &[&str] = &[
     "var_samp",
 ];
 
+/// Whether a frame has a bound at an offset (`n PRECEDING`, `n FOLLOWING`, 0 included).
+fn has_offset(frame: &datafusion::sql::sqlparser::ast::WindowFrame) -> bool {
+    use datafusion::sql::sqlparser::ast::WindowFrameBound;
+    let offset = |b: &WindowFrameBound| {
+        matches!(
+            b,
+            WindowFrameBound::Preceding(Some(_)) | WindowFrameBound::Following(Some(_))
+        )
+    };
+    offset(&frame.start_bound) || frame.end_bound.as_ref().is_some_and(offset)
+}
+
+/// Druid's refusal of `FIRST_VALUE`/`LAST_VALUE` over a frame with an offset bound (quidem
+/// `qaWin/orderby_rows_0_following_first_last`: even `ROWS 0 FOLLOWING`).
+fn first_last_framing() -> DataFusionError {
+    DataFusionError::Plan(
+        "Framing of FIRST_VALUE/LAST_VALUE is only allowed with UNBOUNDED or CURRENT ROW".into(),
+    )
+}
+
 /// Window functions Calcite's `requiresOrder()` is true for (its `SqlRankFunction`s and
 /// `NTILE`).
 const NEEDS_ORDER: &[&str] = &["rank", "dense_rank", "percent_rank", "cume_dist", "ntile"];
@@ -341,6 +364,68 @@ impl Visitor for Checks {
     }
 
     fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<DataFusionError> {
+        // A ranking call over a named window without `ORDER BY` (`RANK() OVER w ... WINDOW w
+        // AS (PARTITION BY x)`), as over an inline one.
+        let unordered: Vec<String> = select
+            .named_window
+            .iter()
+            .filter(|def| {
+                matches!(&def.1, NamedWindowExpr::WindowSpec(spec)
+                    if spec.order_by.is_empty() && spec.window_name.is_none())
+            })
+            .map(|def| def.0.value.to_ascii_lowercase())
+            .collect();
+        if !unordered.is_empty() {
+            for item in &select.projection {
+                let found = datafusion::sql::sqlparser::ast::visit_expressions(item, |e| match e {
+                    Expr::Function(f)
+                        if matches!(&f.over, Some(WindowType::NamedWindow(w))
+                            if unordered.contains(&w.value.to_ascii_lowercase()))
+                            && NEEDS_ORDER
+                                .contains(&f.name.to_string().to_ascii_lowercase().as_str()) =>
+                    {
+                        ControlFlow::Break(())
+                    }
+                    _ => ControlFlow::Continue(()),
+                });
+                if found.is_break() {
+                    return ControlFlow::Break(DataFusionError::Plan(
+                        "RANK or DENSE_RANK functions require ORDER BY clause in window \
+                         specification"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        let offset_framed: Vec<String> = select
+            .named_window
+            .iter()
+            .filter(|def| {
+                matches!(&def.1, NamedWindowExpr::WindowSpec(spec)
+                    if spec.window_frame.as_ref().is_some_and(has_offset))
+            })
+            .map(|def| def.0.value.to_ascii_lowercase())
+            .collect();
+        if !offset_framed.is_empty() {
+            for item in &select.projection {
+                let found = datafusion::sql::sqlparser::ast::visit_expressions(item, |e| match e {
+                    Expr::Function(f)
+                        if matches!(&f.over, Some(WindowType::NamedWindow(w))
+                            if offset_framed.contains(&w.value.to_ascii_lowercase()))
+                            && matches!(
+                                f.name.to_string().to_ascii_lowercase().as_str(),
+                                "first_value" | "last_value"
+                            ) =>
+                    {
+                        ControlFlow::Break(())
+                    }
+                    _ => ControlFlow::Continue(()),
+                });
+                if found.is_break() {
+                    return ControlFlow::Break(first_last_framing());
+                }
+            }
+        }
         for def in &select.named_window {
             if let NamedWindowExpr::WindowSpec(spec) = &def.1 {
                 check_all(&spec.order_by)?;
@@ -396,6 +481,11 @@ impl Visitor for Checks {
                             .into(),
                     ));
                 }
+                if (name == "first_value" || name == "last_value")
+                    && spec.window_frame.as_ref().is_some_and(has_offset)
+                {
+                    return ControlFlow::Break(first_last_framing());
+                }
             }
             check_all(&f.within_group)?;
             if let FunctionArguments::List(list) = &f.args {
@@ -431,10 +521,24 @@ mod tests {
             "SELECT ARRAY[1], ROW_NUMBER() OVER (), RANK() OVER (ORDER BY x) FROM t",
             "SELECT ROW_NUMBER() OVER (PARTITION BY COUNT(*)) FROM t GROUP BY x",
             "SELECT ROW_NUMBER() OVER w FROM t GROUP BY x WINDOW w AS (PARTITION BY x)",
+            "SELECT RANK() OVER w FROM t WINDOW w AS (PARTITION BY x ORDER BY y)",
+            "SELECT FIRST_VALUE(x) OVER (ORDER BY x ROWS UNBOUNDED PRECEDING) FROM t",
         ] {
             assert!(check(ok).is_ok(), "{ok}");
         }
         for (sql, message) in [
+            (
+                "SELECT FIRST_VALUE(x) OVER (ORDER BY x ROWS 0 FOLLOWING) FROM t",
+                "Framing of FIRST_VALUE/LAST_VALUE",
+            ),
+            (
+                "SELECT LAST_VALUE(x) OVER w FROM t WINDOW w AS (ORDER BY x ROWS 1 PRECEDING)",
+                "Framing of FIRST_VALUE/LAST_VALUE",
+            ),
+            (
+                "SELECT RANK() OVER w FROM t WINDOW w AS (PARTITION BY x)",
+                "RANK or DENSE_RANK functions require ORDER BY",
+            ),
             (
                 "SELECT ROW_NUMBER() OVER w FROM t GROUP BY x WINDOW w AS (PARTITION BY COUNT(*))",
                 "Aggregation inside window is currently not supported",

@@ -160,7 +160,7 @@ async fn plain_scans_return_rows_in_time_order() {
 }
 
 /// Window frames as Druid reads them (`crate::frames`): the short form `ROWS n FOLLOWING` is
-/// `BETWEEN n FOLLOWING AND CURRENT ROW`, an empty frame aggregates no row (COUNT 0, SUM null;
+/// `BETWEEN CURRENT ROW AND n FOLLOWING` (Calcite's `SqlWindow.create`), an empty frame aggregates no row (COUNT 0, SUM null;
 /// Druid's `past_and_future_frames.sqlTest`: `0 = COUNT(1) OVER (.. ROWS BETWEEN 2 FOLLOWING
 /// AND 1 FOLLOWING)`), an unbounded lower end is the partition's start; frames DataFusion
 /// already takes keep their values (`allBoundsCombination.sqlTest`'s shapes).
@@ -173,8 +173,8 @@ async fn window_frames_read_as_druid_reads_them() {
         async move { f.query(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")) }
     };
     let got = rows(format!(
-        "SELECT x, COUNT(x) OVER (ORDER BY x ROWS 1 FOLLOWING) AS c, \
-                SUM(x) OVER (ORDER BY x ROWS 1 FOLLOWING) AS s, \
+        "SELECT x, COUNT(x) OVER (ORDER BY x ROWS BETWEEN 1 FOLLOWING AND CURRENT ROW) AS c, \
+                SUM(x) OVER (ORDER BY x ROWS BETWEEN 1 FOLLOWING AND CURRENT ROW) AS s, \
                 COUNT(*) OVER (ORDER BY x ROWS BETWEEN 0 PRECEDING AND 1 PRECEDING) AS c2, \
                 MAX(x) OVER (ORDER BY x ROWS BETWEEN 2 FOLLOWING AND 1 FOLLOWING) AS m, \
                 ROW_NUMBER() OVER (ORDER BY x ROWS BETWEEN 2 FOLLOWING AND 1 FOLLOWING) AS r \
@@ -191,6 +191,7 @@ async fn window_frames_read_as_druid_reads_them() {
     );
     let got = rows(format!(
         "SELECT x, SUM(x) OVER (ORDER BY x RANGE UNBOUNDED FOLLOWING) AS s, \
+                COUNT(x) OVER (ORDER BY x ROWS 1 FOLLOWING) AS f, \
                 COUNT(*) OVER (ORDER BY x ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS c1, \
                 COUNT(*) OVER (ORDER BY x ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS c5, \
                 COUNT(*) OVER (ORDER BY x ROWS BETWEEN 1 FOLLOWING AND 3 FOLLOWING) AS c10 \
@@ -200,9 +201,9 @@ async fn window_frames_read_as_druid_reads_them() {
     assert_eq!(
         got,
         [
-            ["1", "1", "0", "0", "2"],
-            ["2", "3", "1", "1", "1"],
-            ["3", "6", "2", "2", "0"],
+            ["1", "6", "2", "0", "0", "2"],
+            ["2", "5", "2", "1", "1", "1"],
+            ["3", "3", "1", "2", "2", "0"],
         ]
     );
 }
