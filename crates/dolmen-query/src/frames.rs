@@ -23,13 +23,13 @@
 //! | `ROWS n FOLLOWING`, `RANGE UNBOUNDED FOLLOWING` (short forms) | `BETWEEN CURRENT ROW AND n FOLLOWING` (`.. UNBOUNDED FOLLOWING`) |
 //! | a lower bound `UNBOUNDED FOLLOWING` written in `BETWEEN` | `UNBOUNDED PRECEDING` |
 //! | a `ROWS` bound `0 PRECEDING` or `0 FOLLOWING` (`ROWS 0 FOLLOWING`) | `CURRENT ROW` |
-//! | `FIRST_VALUE`/`LAST_VALUE` with `ORDER BY` over a `RANGE` frame, or the default one | the same bounds in `ROWS` (Druid reads rows for them) |
+//! | `FIRST_VALUE`/`LAST_VALUE` with `ORDER BY` over a `RANGE` frame, or the default one | the same bounds in `ROWS` (Druid reads rows for them); over a named window, on the call's own copy of it |
 //! | an upper bound `UNBOUNDED PRECEDING` | `UNBOUNDED FOLLOWING` |
 //! | `f(x, ..) OVER (.. frame)` whose start is after its end (`ROWS BETWEEN 0 PRECEDING AND 1 PRECEDING`, `1 FOLLOWING AND CURRENT ROW`) | `f(CASE WHEN FALSE THEN x END, ..) OVER (.. ROWS BETWEEN CURRENT ROW AND CURRENT ROW)`: the aggregate of no value, typed as `f(x)` (`COUNT(*)` counts a null) |
 //!
 //! Ranking and offset functions (`ROW_NUMBER`, `RANK`, `LAG`, ..) do not read frames; an
 //! empty frame of theirs is replaced by the one-row frame. Named windows (`WINDOW w AS (..)`)
-//! get the first three rewrites; a call over a named window with an empty frame is left to
+//! get the first rewrites; a call over a named window with an empty frame is left to
 //! DataFusion.
 
 use std::ops::ControlFlow;
@@ -68,6 +68,35 @@ impl VisitorMut for Frames {
                 && let Some(frame) = &mut spec.window_frame
             {
                 normalize(frame);
+            }
+        }
+        // `FIRST_VALUE(x) OVER w`: the call gets its own copy of `w`'s definition, so that
+        // `rewrite_call` can make its frame row-based without changing `w` for the other calls
+        // over it (a `SUM(x) OVER w` keeps `w`'s peer groups).
+        let named: Vec<(String, datafusion::sql::sqlparser::ast::WindowSpec)> = select
+            .named_window
+            .iter()
+            .filter_map(|def| match &def.1 {
+                NamedWindowExpr::WindowSpec(spec) if spec.window_name.is_none() => {
+                    Some((def.0.value.to_ascii_lowercase(), spec.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        if !named.is_empty() {
+            for item in &mut select.projection {
+                let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(item, |e| {
+                    if let Expr::Function(f) = e
+                        && is_first_or_last(f)
+                        && let Some(WindowType::NamedWindow(w)) = &f.over
+                        && let Some((_, spec)) = named
+                            .iter()
+                            .find(|(n, _)| *n == w.value.to_ascii_lowercase())
+                    {
+                        f.over = Some(WindowType::WindowSpec(spec.clone()));
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
             }
         }
         ControlFlow::Continue(())
@@ -145,7 +174,13 @@ fn is_empty(frame: &WindowFrame) -> bool {
     }
 }
 
+fn is_first_or_last(f: &Function) -> bool {
+    let name = f.name.to_string().to_ascii_lowercase();
+    name == "first_value" || name == "last_value"
+}
+
 fn rewrite_call(f: &mut Function) {
+    let first_or_last = is_first_or_last(f);
     let Some(WindowType::WindowSpec(spec)) = &mut f.over else {
         return;
     };
@@ -154,8 +189,7 @@ fn rewrite_call(f: &mut Function) {
     // value even when later rows tie with it (quidem `qaWin/basics_window_funcs`:
     // `LAST_VALUE(timezone) OVER (PARTITION BY client_ip ORDER BY server_ip)`). Their frames
     // have no offsets (Druid refuses those, `crate::validate`).
-    let name = f.name.to_string().to_ascii_lowercase();
-    if (name == "first_value" || name == "last_value") && !spec.order_by.is_empty() {
+    if first_or_last && !spec.order_by.is_empty() {
         let frame = spec.window_frame.get_or_insert(WindowFrame {
             units: WindowFrameUnits::Range,
             start_bound: WindowFrameBound::Preceding(None),
@@ -271,6 +305,12 @@ mod tests {
         assert_eq!(
             rewritten("SELECT FIRST_VALUE(x) OVER (ORDER BY z RANGE UNBOUNDED FOLLOWING) FROM t"),
             "SELECT FIRST_VALUE(x) OVER (ORDER BY z ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) FROM t"
+        );
+        // Over a named window, the call gets its own row-based copy; `SUM` keeps `w`.
+        assert_eq!(
+            rewritten("SELECT LAST_VALUE(x) OVER w, SUM(x) OVER w FROM t WINDOW w AS (ORDER BY z)"),
+            "SELECT LAST_VALUE(x) OVER (ORDER BY z ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW), \
+             SUM(x) OVER w FROM t WINDOW w AS (ORDER BY z)"
         );
         // Without ORDER BY the frame is the whole partition either way.
         let sql = "SELECT LAST_VALUE(x) OVER (PARTITION BY y) FROM t";
